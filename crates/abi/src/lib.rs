@@ -1,0 +1,248 @@
+//! The edgegate guest ABI, version 1: the contract between the gateway (host) and a worker
+//! compiled to `wasm32-unknown-unknown` (guest).
+//!
+//! This crate is `no_std` and has no dependencies, so that both sides build it: the host
+//! (`edgegate-runtime`) encodes requests and decodes outcomes with it, the guest SDK
+//! (`edgegate-sdk`) decodes requests and encodes outcomes with it. One codec, tested once,
+//! natively.
+//!
+//! A worker is a core Wasm module that
+//!
+//! * exports its linear memory as [`EXPORT_MEMORY`];
+//! * exports [`EXPORT_HANDLE`] `(request_len: i32) -> i64`, called once per request on a fresh
+//!   instance;
+//! * imports host functions from the module [`IMPORT_MODULE`] (see [`imports`]).
+//!
+//! The ABI version is part of every name (`edgegate_v1_…`), so a module built for another
+//! version can never link by accident, and the host can tell which version a module speaks
+//! from its exports alone, before instantiating it ([`abi_version_of_export`]).
+//!
+//! One request, step by step:
+//!
+//! ```text
+//!  host                                   guest
+//!  ────                                   ─────
+//!  instantiate (fresh, copy-on-write)
+//!  edgegate_v1_handle(len) ─────────────▶ allocate `len` bytes in the arena
+//!                          ◀───────────── request_read(ptr, len)
+//!  encode the request straight into
+//!  guest memory at ptr (the one copy)
+//!                          ─────────────▶ RequestView::parse (zero-copy), run the handler,
+//!                                         encode the outcome in the arena
+//!                          ◀───────────── return (outcome_ptr << 32) | outcome_len
+//!  decode the outcome, drop the instance
+//! ```
+//!
+//! Both buffers are little-endian and need no alignment; their layouts are in
+//! [`request`] and [`outcome`], and `docs/abi.md` describes them for people.
+//!
+//! ```
+//! use edgegate_abi::request::{self, RequestParts, RequestView};
+//!
+//! let headers = [(&b"content-type"[..], &b"application/json"[..])];
+//! let parts = RequestParts {
+//!     method: "POST",
+//!     target: "/echo?pretty=1",
+//!     authority: "localhost:8080",
+//!     headers: &headers[..],
+//!     body: b"{}",
+//!     tls: false,
+//! };
+//! let mut buf = vec![0; request::encoded_len(&parts).unwrap()];
+//! request::encode(&parts, &mut buf).unwrap();
+//!
+//! let view = RequestView::parse(&buf).unwrap();
+//! assert_eq!(view.method(), "POST");
+//! assert_eq!(view.path(), "/echo");
+//! assert_eq!(view.header("Content-Type"), Some(&b"application/json"[..]));
+//! ```
+
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+mod codec;
+pub mod outcome;
+pub mod request;
+
+pub use codec::{DecodeError, HeaderBlock, HeaderIter, LengthMismatch};
+
+/// The ABI version this crate describes.
+pub const ABI_VERSION: u32 = 1;
+
+/// The module name of every host import.
+pub const IMPORT_MODULE: &str = "edgegate_v1";
+
+/// The request entry point a worker exports: `(request_len: i32) -> i64`.
+///
+/// The result packs the outcome buffer as `(ptr << 32) | len` (see [`pack_outcome`]).
+pub const EXPORT_HANDLE: &str = "edgegate_v1_handle";
+
+/// The exported linear memory.
+pub const EXPORT_MEMORY: &str = "memory";
+
+/// The prefix shared by the exported names of every ABI version.
+const EXPORT_PREFIX: &str = "edgegate_v";
+
+/// The ABI version an export name claims, if it is an edgegate entry point.
+///
+/// `edgegate_v1_handle` → `Some(1)`, `edgegate_v7_handle` → `Some(7)`, `memory` → `None`.
+/// The host uses this to refuse a module built for another ABI version with a clear message
+/// instead of a missing-export error.
+pub fn abi_version_of_export(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(EXPORT_PREFIX)?;
+    let (digits, tail) = rest.split_once('_')?;
+    if tail != "handle" || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Packs an outcome buffer's address and length into the `i64` that
+/// [`EXPORT_HANDLE`] returns.
+pub const fn pack_outcome(ptr: u32, len: u32) -> u64 {
+    ((ptr as u64) << 32) | len as u64
+}
+
+/// Splits the value returned by [`EXPORT_HANDLE`] into `(ptr, len)`.
+pub const fn unpack_outcome(packed: u64) -> (u32, u32) {
+    ((packed >> 32) as u32, packed as u32)
+}
+
+/// The host functions a worker may import from [`IMPORT_MODULE`].
+///
+/// Every pointer is an offset into the guest's exported memory and every length is in bytes.
+/// Functions that can fail return an `i32` that is either a non-negative result or a negative
+/// [`HostError`] code. Each call counts against the worker's host-call budget.
+pub mod imports {
+    /// `request_read(ptr: i32, len: i32) -> i32`: the host encodes the current request (see
+    /// [`crate::request`]) into `[ptr, ptr + len)`. `len` must be the length passed to
+    /// [`crate::EXPORT_HANDLE`]. Returns 0 or a negative [`crate::HostError`].
+    pub const REQUEST_READ: &str = "request_read";
+    /// `log_write(level: i32, ptr: i32, len: i32)`: writes a UTF-8 message to the gateway's log
+    /// at a [`crate::LogLevel`], tagged with the worker and the request id. Messages past 1 KiB
+    /// are cut.
+    pub const LOG_WRITE: &str = "log_write";
+    /// `clock_monotonic() -> i64`: nanoseconds on a monotonic clock shared by every request of
+    /// this gateway process. Only differences between two readings mean anything.
+    pub const CLOCK_MONOTONIC: &str = "clock_monotonic";
+    /// `random_fill(ptr: i32, len: i32) -> i32`: fills `[ptr, ptr + len)` with bytes from the
+    /// host's cryptographically secure generator. Returns 0 or a negative
+    /// [`crate::HostError`]; at most 64 KiB per call.
+    pub const RANDOM_FILL: &str = "random_fill";
+    /// `config_get(key_ptr: i32, key_len: i32, out_ptr: i32, out_cap: i32) -> i32`: looks up
+    /// `key` in the worker's `config` table. Returns the value's length `n`; the value is
+    /// written to `out` only when `n <= out_cap`, so a guest may ask again with a larger
+    /// buffer. [`crate::HostError::NotFound`] when the key is not configured.
+    pub const CONFIG_GET: &str = "config_get";
+}
+
+/// The negative codes a host function returns on failure.
+///
+/// Codes are stable across ABI versions: new ones are added, none is reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum HostError {
+    /// The key, entry or resource does not exist.
+    NotFound = -1,
+    /// A pointer or length is outside guest memory, or a string is not UTF-8.
+    InvalidArgument = -2,
+    /// A per-request limit (size, count) would be exceeded.
+    LimitExceeded = -3,
+    /// The worker's configuration does not grant this capability or namespace.
+    NotGranted = -4,
+    /// The backing service is unavailable; the request may succeed later.
+    Unavailable = -5,
+    /// The operation did not complete in time.
+    Timeout = -6,
+}
+
+impl HostError {
+    /// The code as the `i32` a host function returns.
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// Interprets a negative host function result; `None` for an unknown code.
+    pub const fn from_code(code: i32) -> Option<Self> {
+        Some(match code {
+            -1 => Self::NotFound,
+            -2 => Self::InvalidArgument,
+            -3 => Self::LimitExceeded,
+            -4 => Self::NotGranted,
+            -5 => Self::Unavailable,
+            -6 => Self::Timeout,
+            _ => return None,
+        })
+    }
+}
+
+/// The level of a message sent through [`imports::LOG_WRITE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(i32)]
+pub enum LogLevel {
+    /// Something failed.
+    Error = 1,
+    /// Something looks wrong.
+    Warn = 2,
+    /// Normal operation.
+    Info = 3,
+    /// Detail for debugging.
+    Debug = 4,
+    /// Even more detail.
+    Trace = 5,
+}
+
+impl LogLevel {
+    /// Interprets the level argument of [`imports::LOG_WRITE`]; unknown levels read as `Info`.
+    pub const fn from_code(code: i32) -> Self {
+        match code {
+            1 => Self::Error,
+            2 => Self::Warn,
+            4 => Self::Debug,
+            5 => Self::Trace,
+            _ => Self::Info,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_of_export_names() {
+        assert_eq!(abi_version_of_export(EXPORT_HANDLE), Some(ABI_VERSION));
+        assert_eq!(abi_version_of_export("edgegate_v2_handle"), Some(2));
+        assert_eq!(abi_version_of_export("edgegate_v10_handle"), Some(10));
+        assert_eq!(abi_version_of_export("edgegate_v_handle"), None);
+        assert_eq!(abi_version_of_export("edgegate_v1_alloc"), None);
+        assert_eq!(abi_version_of_export("edgegate_v+1_handle"), None);
+        assert_eq!(abi_version_of_export("memory"), None);
+    }
+
+    #[test]
+    fn outcome_packing_round_trips() {
+        for (ptr, len) in [(0, 0), (1, 2), (u32::MAX, u32::MAX), (65536, 17)] {
+            assert_eq!(unpack_outcome(pack_outcome(ptr, len)), (ptr, len));
+        }
+    }
+
+    #[test]
+    fn host_error_codes_round_trip() {
+        for e in [
+            HostError::NotFound,
+            HostError::InvalidArgument,
+            HostError::LimitExceeded,
+            HostError::NotGranted,
+            HostError::Unavailable,
+            HostError::Timeout,
+        ] {
+            assert!(e.code() < 0);
+            assert_eq!(HostError::from_code(e.code()), Some(e));
+        }
+        assert_eq!(HostError::from_code(0), None);
+        assert_eq!(HostError::from_code(-100), None);
+    }
+}

@@ -1,0 +1,153 @@
+//! A hostile guest for the gateway's tests. The path picks the misbehaviour:
+//!
+//! | path | does |
+//! |---|---|
+//! | `/ok` | answers 200 `ok`: proof the worker still serves |
+//! | `/loop` | loops forever (the CPU budget must stop it) |
+//! | `/spin?ms=N` | burns about N ms of CPU, checking the clock now and then, then answers |
+//! | `/grow` | `memory.grow`s past any cap, then writes where the memory would be |
+//! | `/alloc` | makes one 64 MiB allocation |
+//! | `/bomb` | allocates 64 KiB blocks until memory runs out |
+//! | `/recurse` | recurses without end (a stack overflow) |
+//! | `/trap` | executes `unreachable` |
+//! | `/panic` | panics |
+//! | `/hostcalls` | calls the clock forever (the host-call budget must stop it) |
+//! | `/leak` | returns what a static buffer holds, then writes a secret into it |
+//! | `/bytes?n=N` | answers N bytes |
+//! | `/bad-header` | answers with a header name the host cannot send |
+//! | `/forward` | forwards to an upstream nobody configured |
+//! | `/unavailable` | returns the `Unavailable` error outcome |
+//! | `/config?key=K` | answers the configured value of K, or 404 |
+//! | `/random` | answers 16 random bytes from the host, hex encoded |
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::hint::black_box;
+use core::sync::atomic::{AtomicU8, Ordering};
+use edgegate_sdk::{ErrorCode, Forward, LogLevel, Request, Response, host};
+
+/// Written by `/leak`. A fresh instance must always start with zeros here.
+static SECRET: [AtomicU8; 16] = [const { AtomicU8::new(0) }; 16];
+
+fn param(req: &Request, name: &str) -> u64 {
+    req.query_param(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Recursion that the compiler cannot turn into a loop: the subtraction after the call is
+/// neither associative nor commutative.
+fn recurse(depth: u64, limit: u64) -> u64 {
+    if depth == limit {
+        return 0;
+    }
+    recurse(depth + 1, limit).wrapping_sub(depth)
+}
+
+fn hex(bytes: &[u8]) -> Vec<u8> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    bytes.iter().flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]).collect()
+}
+
+/// The handler.
+pub fn handle(req: &Request) -> Response {
+    match req.path() {
+        "/ok" => Response::text(200, "ok"),
+        "/loop" => loop {
+            black_box(());
+        },
+        "/spin" => {
+            let until = host::monotonic_now() + param(req, "ms") * 1_000_000;
+            let mut n = 0u64;
+            while host::monotonic_now() < until {
+                for _ in 0..100_000 {
+                    n = black_box(n.wrapping_add(1));
+                }
+            }
+            Response::text(200, "spun")
+        }
+        "/grow" => grow_past_the_cap(),
+        "/alloc" => {
+            let big: Vec<u8> = vec![1; 64 << 20];
+            Response::new(200, &big[..1])
+        }
+        "/bomb" => {
+            let mut blocks = Vec::new();
+            loop {
+                blocks.push(black_box(Box::new([7u8; 65536])));
+            }
+        }
+        "/recurse" => {
+            let depth = recurse(0, black_box(u64::MAX));
+            Response::new(200, &depth.to_le_bytes())
+        }
+        "/trap" => trap(),
+        "/panic" => panic!("the hostile guest panics on purpose"),
+        "/hostcalls" => {
+            let mut sum = 0u64;
+            loop {
+                sum = sum.wrapping_add(black_box(host::monotonic_now()));
+            }
+        }
+        "/leak" => {
+            let seen: Vec<u8> = SECRET.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+            for (i, b) in SECRET.iter().enumerate() {
+                b.store(0xA0 + i as u8, Ordering::Relaxed);
+            }
+            Response::new(200, &hex(&seen))
+        }
+        "/bytes" => Response::new(200, &vec![b'x'; param(req, "n") as usize]),
+        "/bad-header" => Response::builder(200).header("bad header\n", "x").body("x"),
+        "/forward" => Forward::to("nowhere").set_header("x-from", "hostile").into(),
+        "/unavailable" => Response::error(ErrorCode::Unavailable, "hostile says: try later"),
+        "/config" => match req.query_param("key").and_then(host::config) {
+            Some(value) => Response::text(200, &value),
+            None => Response::text(404, "not configured"),
+        },
+        "/random" => {
+            let mut bytes = [0u8; 16];
+            match host::random_fill(&mut bytes) {
+                Ok(()) => Response::new(200, &hex(&bytes)),
+                Err(_) => Response::text(500, "no randomness"),
+            }
+        }
+        other => {
+            host::log_fmt(LogLevel::Warn, format_args!("hostile: unknown path {other}"));
+            Response::text(404, "unknown hostile path")
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn grow_past_the_cap() -> Response {
+    use core::arch::wasm32::{memory_grow, memory_size};
+    let pages_before = memory_size(0);
+    // Ask for 64 MiB more; a capped worker is refused (the result is usize::MAX) ...
+    black_box(memory_grow(0, 1024));
+    // ... and a bomb that ignores the refusal writes where the memory would have been.
+    let past_the_end = (pages_before + 512) * 65536;
+    // SAFETY: deliberately not safe. This is a hostile guest: the write is out of bounds when
+    // the grow was refused, and the host must turn the resulting trap into a 500.
+    unsafe { core::ptr::write_volatile(past_the_end as *mut u8, 1) };
+    Response::text(200, "grew")
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn grow_past_the_cap() -> Response {
+    Response::text(501, "only on wasm32")
+}
+
+#[cfg(target_arch = "wasm32")]
+fn trap() -> Response {
+    core::arch::wasm32::unreachable()
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn trap() -> Response {
+    Response::text(501, "only on wasm32")
+}
+
+edgegate_sdk::export!(handle);

@@ -1,0 +1,115 @@
+//! The one Wasmtime [`Engine`] every worker shares, and the thread that ticks its epoch.
+//!
+//! The engine uses the pooling instance allocator: at start it reserves `max_instances` slots,
+//! each with room for one instance, one linear memory (up to `max_memory`), one table and one
+//! async stack, so instantiating is a slot lookup plus a copy-on-write mapping of the module's
+//! memory image, not an `mmap` per request.
+//!
+//! ```text
+//!  memory pool   ┌──────────── slot 0 ─────────────┬──────────── slot 1 ─────────────┬ …
+//!                │ image (CoW) │ heap … ≤ max_mem  │ guard │ image (CoW) │ heap …      │
+//!                └─────────────┴───────────────────┴───────┴─────────────┴─────────────┴
+//!  on drop: keep the first 64 KiB resident (reset with pagemap_scan where the kernel has it,
+//!           else memset), `madvise(DONTNEED)` the rest; the slot goes back to the free list.
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How the runtime's engine and instance pool are sized.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// **Instance slots** (default 256): how many requests can run a guest at once. Every
+    /// in-flight request holds one slot from instantiation to drop. The host's concurrency limit
+    /// must not exceed it; past it instantiation fails with `overloaded`.
+    pub max_instances: u32,
+    /// **Largest worker memory limit** (default 128 MiB): the size of each pool slot's linear
+    /// memory. It is address space, not RAM: pages are only touched when a guest uses them.
+    /// A worker whose memory limit is larger is refused at load.
+    pub max_memory: u64,
+    /// **Epoch tick** (default 1 ms): how often running guests are interrupted to check their
+    /// CPU budget and deadline. A guest overruns its budget by at most about one tick; a
+    /// shorter tick is more precise and wakes a thread more often.
+    pub epoch_tick: Duration,
+    /// **Wasm stack** (default 512 KiB): the native stack guest code may use. Deeper recursion
+    /// traps with `stack_overflow`.
+    pub max_wasm_stack: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            max_instances: 256,
+            max_memory: 128 << 20,
+            epoch_tick: Duration::from_millis(1),
+            max_wasm_stack: 512 << 10,
+        }
+    }
+}
+
+/// Bytes of each linear memory that stay resident between requests and are reset in place
+/// instead of being returned to the kernel: the guest's stack and first heap pages, which
+/// every request touches.
+const KEEP_RESIDENT: usize = 64 << 10;
+
+pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(config.max_instances)
+        .total_memories(config.max_instances)
+        .total_tables(config.max_instances)
+        .total_stacks(config.max_instances)
+        .max_memories_per_module(1)
+        .max_tables_per_module(1)
+        .max_memory_size(usize::try_from(config.max_memory).unwrap_or(usize::MAX))
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(Enabled::Auto);
+
+    let mut wasm = Config::new();
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .epoch_interruption(true)
+        .max_wasm_stack(config.max_wasm_stack)
+        .memory_init_cow(true)
+        .parallel_compilation(true);
+    Engine::new(&wasm)
+}
+
+/// Increments the engine's epoch every tick until dropped.
+#[derive(Debug)]
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub(crate) fn start(engine: &Engine, tick: Duration) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.weak();
+        let thread = std::thread::Builder::new().name("edgegate-epoch".into()).spawn({
+            let stop = stop.clone();
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            }
+        })?;
+        Ok(Self { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

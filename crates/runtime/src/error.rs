@@ -1,0 +1,152 @@
+//! The runtime's errors: [`LoadError`] when a module cannot become a worker, [`ExecError`]
+//! when a request to a worker fails.
+
+use std::fmt;
+
+/// Why a module was refused when loading it as a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not a valid WebAssembly module, or Cranelift could not compile them.
+    #[error("not a valid WebAssembly module")]
+    Compile(#[source] wasmtime::Error),
+    /// The module speaks another ABI version.
+    #[error(
+        "built for edgegate ABI v{found}, but this gateway speaks v{supported}; \
+         rebuild the worker with an edgegate-sdk for ABI v{supported}"
+    )]
+    AbiVersion {
+        /// The version the module's exports name.
+        found: u32,
+        /// The version this gateway implements.
+        supported: u32,
+    },
+    /// The module has no entry point at all.
+    #[error("not an edgegate worker: it exports no `{}` function", edgegate_abi::EXPORT_HANDLE)]
+    NoEntryPoint,
+    /// An export has the wrong type.
+    #[error("export `{name}` must be {expected}")]
+    BadExport {
+        /// The export.
+        name: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// The module's initial memory exceeds the worker's memory limit.
+    #[error(
+        "the module starts with {needed} bytes of memory, more than its limit of {limit} bytes"
+    )]
+    InitialMemory {
+        /// Bytes of initial memory.
+        needed: u64,
+        /// The worker's limit.
+        limit: u64,
+    },
+    /// The worker's memory limit exceeds what the runtime's instance pool was sized for.
+    #[error("memory limit of {limit} bytes exceeds the runtime's maximum of {max} bytes")]
+    MemoryLimitTooLarge {
+        /// The worker's limit.
+        limit: u64,
+        /// The runtime's `max_memory`.
+        max: u64,
+    },
+    /// The module imports something the gateway does not provide.
+    #[error("cannot link the module's imports")]
+    Link(#[source] wasmtime::Error),
+}
+
+/// What went wrong in one request to a worker. The host turns the kind into a status code, a
+/// metric label and a log level; the detail goes to the log only.
+#[derive(Debug)]
+pub struct ExecError {
+    kind: ExecErrorKind,
+    detail: String,
+}
+
+impl ExecError {
+    pub(crate) fn new(kind: ExecErrorKind, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into() }
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ExecErrorKind {
+        self.kind
+    }
+
+    /// Detail for the log (a trap message, the guest's own message): never for the client.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl fmt::Display for ExecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.detail.is_empty() {
+            write!(f, "{}", self.kind.code())
+        } else {
+            write!(f, "{}: {}", self.kind.code(), self.detail)
+        }
+    }
+}
+
+impl std::error::Error for ExecError {}
+
+/// The kinds of request failure. All are the worker's doing except [`ExecErrorKind::Capacity`]
+/// and [`ExecErrorKind::Internal`], which are the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecErrorKind {
+    /// The guest trapped (`unreachable`, a panic, an out-of-bounds access, …).
+    Trap,
+    /// The guest overflowed its stack.
+    StackOverflow,
+    /// The guest trapped after the memory limit refused it more memory.
+    OutOfMemory,
+    /// The guest used up its CPU time budget.
+    CpuBudgetExceeded,
+    /// The request ran past its wall-clock deadline.
+    DeadlineExceeded,
+    /// The guest made more host calls than its budget allows.
+    HostcallBudgetExceeded,
+    /// The guest broke the ABI: a bad outcome pointer or buffer, or a malformed request_read.
+    AbiViolation,
+    /// The guest's response cannot be sent: an invalid status, header name or value.
+    InvalidResponse,
+    /// The guest's response body exceeds its limit.
+    ResponseTooLarge,
+    /// The guest reported a failure ([`edgegate_abi::outcome::ErrorCode::Internal`] or
+    /// [`edgegate_abi::outcome::ErrorCode::BadRequestBuffer`]).
+    WorkerFailed,
+    /// The guest reported it cannot serve now
+    /// ([`edgegate_abi::outcome::ErrorCode::Unavailable`]).
+    WorkerUnavailable,
+    /// No instance slot was free (the host's concurrency limit should prevent this).
+    Capacity,
+    /// Anything else in the host.
+    Internal,
+}
+
+impl ExecErrorKind {
+    /// The stable code used in error bodies, logs and metric labels.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Trap => "worker_trap",
+            Self::StackOverflow => "stack_overflow",
+            Self::OutOfMemory => "out_of_memory",
+            Self::CpuBudgetExceeded => "cpu_budget_exceeded",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::HostcallBudgetExceeded => "hostcall_budget_exceeded",
+            Self::AbiViolation => "abi_violation",
+            Self::InvalidResponse => "invalid_response",
+            Self::ResponseTooLarge => "response_too_large",
+            Self::WorkerFailed => "worker_error",
+            Self::WorkerUnavailable => "worker_unavailable",
+            Self::Capacity => "overloaded",
+            Self::Internal => "internal_error",
+        }
+    }
+
+    /// Whether the host, not the worker, is the source of this failure.
+    pub fn is_host(self) -> bool {
+        matches!(self, Self::Capacity | Self::Internal)
+    }
+}

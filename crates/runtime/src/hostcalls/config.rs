@@ -1,0 +1,37 @@
+//! `config_get`: values from the worker's `config` table.
+
+use edgegate_abi::HostError;
+use wasmtime::Caller;
+
+use super::{enter, err, slice, slice_mut};
+use crate::request::RequestState;
+
+/// Keys longer than this cannot be configured, so they are refused without a lookup.
+const MAX_KEY: u32 = 256;
+
+pub(super) fn config_get(
+    mut caller: Caller<'_, RequestState>,
+    key_ptr: u32,
+    key_len: u32,
+    out_ptr: u32,
+    out_cap: u32,
+) -> wasmtime::Result<i32> {
+    let Some((data, state)) = enter(&mut caller)? else {
+        return Ok(err(HostError::InvalidArgument));
+    };
+    if key_len > MAX_KEY {
+        return Ok(err(HostError::NotFound));
+    }
+    let Some(key) = slice(data, key_ptr, key_len).and_then(|k| std::str::from_utf8(k).ok()) else {
+        return Ok(err(HostError::InvalidArgument));
+    };
+    let Some(value) = state.worker.config.get(key) else { return Ok(err(HostError::NotFound)) };
+    let Ok(len) = i32::try_from(value.len()) else { return Ok(err(HostError::LimitExceeded)) };
+    if value.len() <= out_cap as usize {
+        let Some(out) = slice_mut(data, out_ptr, value.len() as u32) else {
+            return Ok(err(HostError::InvalidArgument));
+        };
+        out.copy_from_slice(value.as_bytes());
+    }
+    Ok(len)
+}

@@ -1,0 +1,37 @@
+//! `log_write`: guest messages into the gateway's log, under the target `edgegate::guest`.
+
+use edgegate_abi::LogLevel;
+use wasmtime::Caller;
+
+use super::{enter, slice};
+use crate::request::{RequestId, RequestState};
+
+/// Longer messages are cut to this many bytes.
+const MAX_MESSAGE: u32 = 1024;
+
+pub(super) fn log_write(
+    mut caller: Caller<'_, RequestState>,
+    level: i32,
+    ptr: u32,
+    len: u32,
+) -> wasmtime::Result<()> {
+    let Some((data, state)) = enter(&mut caller)? else { return Ok(()) };
+    let Some(bytes) = slice(data, ptr, len.min(MAX_MESSAGE)) else { return Ok(()) };
+    let message = String::from_utf8_lossy(bytes);
+    let worker = state.worker.name.as_str();
+    let request_id = RequestId(state.request_id);
+    let cut = len > MAX_MESSAGE;
+    macro_rules! emit {
+        ($level:expr) => {
+            tracing::event!(target: "edgegate::guest", $level, worker, %request_id, cut, "{message}")
+        };
+    }
+    match LogLevel::from_code(level) {
+        LogLevel::Error => emit!(tracing::Level::ERROR),
+        LogLevel::Warn => emit!(tracing::Level::WARN),
+        LogLevel::Info => emit!(tracing::Level::INFO),
+        LogLevel::Debug => emit!(tracing::Level::DEBUG),
+        LogLevel::Trace => emit!(tracing::Level::TRACE),
+    }
+    Ok(())
+}

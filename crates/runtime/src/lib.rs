@@ -1,0 +1,109 @@
+//! The edgegate runtime: runs a worker's WebAssembly for each request in a fresh instance,
+//! within the worker's limits.
+//!
+//! * A [`Runtime`] owns the one Wasmtime engine (pooling allocator, copy-on-write memory
+//!   images, epoch interruption), the host functions of the guest ABI, and the on-disk
+//!   [`ModuleCache`] of compiled modules.
+//! * [`Runtime::load`] turns a module into a [`Worker`]: compiled once, checked against ABI v1
+//!   and its [`Limits`], linked.
+//! * [`Worker::handle`] serves one [`GuestRequest`]: a new store and instance, the guest's
+//!   entry point, then the decoded [`GuestOutcome`] (a response or a forward directive) or an
+//!   [`ExecError`] whose kind says what the worker did wrong.
+//!
+//! ```no_run
+//! # async fn demo(wasm: &[u8]) -> anyhow::Result<()> {
+//! use edgegate_runtime::*;
+//! let runtime = Runtime::new(RuntimeConfig::default(), None)?;
+//! let worker = runtime.load(WorkerSpec {
+//!     name: "echo-json",
+//!     wasm,
+//!     limits: Limits::default(),
+//!     config: Default::default(),
+//! })?;
+//! let request = GuestRequest { body: "{}".into(), ..Default::default() };
+//! match worker.handle(request, RequestId(1)).await {
+//!     Ok(GuestOutcome::Response(response)) => println!("{}", response.status()),
+//!     Ok(GuestOutcome::Forward(forward)) => println!("to {}", forward.upstream),
+//!     Err(error) => println!("{}", error.kind().code()),
+//! }
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+
+mod cpu;
+mod engine;
+mod error;
+mod hostcalls;
+mod limits;
+mod module_cache;
+mod request;
+mod worker;
+
+#[cfg(test)]
+mod tests;
+
+pub use engine::RuntimeConfig;
+pub use error::{ExecError, ExecErrorKind, LoadError};
+pub use limits::Limits;
+pub use module_cache::{CacheOutcome, ModuleCache};
+pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId};
+pub use worker::{Worker, WorkerSpec};
+
+use request::RequestState;
+use wasmtime::{Engine, Linker, Module};
+
+/// The engine, host functions and module cache that workers are loaded into. One per process.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<RequestState>,
+    cache: Option<ModuleCache>,
+    config: RuntimeConfig,
+    _ticker: engine::EpochTicker,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.config)
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Creates the engine and its instance pool, and starts the epoch ticker thread.
+    /// With `cache: None`, every load compiles.
+    pub fn new(config: RuntimeConfig, cache: Option<ModuleCache>) -> anyhow::Result<Self> {
+        let engine = engine::new_engine(&config)?;
+        let linker = hostcalls::linker(&engine)?;
+        let ticker = engine::EpochTicker::start(&engine, config.epoch_tick)?;
+        Ok(Self { engine, linker, cache, config, _ticker: ticker })
+    }
+
+    /// Loads a module as a worker.
+    pub fn load(&self, spec: WorkerSpec<'_>) -> Result<Worker, LoadError> {
+        Worker::load(self, spec)
+    }
+
+    /// How the runtime was sized.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// The module cache, if there is one.
+    pub fn cache(&self) -> Option<&ModuleCache> {
+        self.cache.as_ref()
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<RequestState> {
+        &self.linker
+    }
+
+    pub(crate) fn compile(&self, wasm: &[u8]) -> wasmtime::Result<(Module, CacheOutcome)> {
+        match &self.cache {
+            Some(cache) => cache.load_or_compile(&self.engine, wasm),
+            None => Ok((Module::new(&self.engine, wasm)?, CacheOutcome::Miss)),
+        }
+    }
+}

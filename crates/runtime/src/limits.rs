@@ -1,0 +1,77 @@
+//! Per-worker limits.
+//!
+//! Every limit bounds one request, never the process: when a request spends one, that request
+//! ends with a clear error and the next request to the same worker starts from a fresh instance
+//! as if nothing happened. `docs/limits.md` has the same essays for operators.
+
+use std::time::Duration;
+
+/// The limits one worker's requests run under. Each field documents what it bounds, its
+/// default, and what happens when it is hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// **Linear memory**, in bytes (default 2 MiB).
+    ///
+    /// Bounds the guest's whole linear memory: stack, static data, the request copy, and the
+    /// arena. A module whose *initial* memory is larger is refused when it is loaded. At run
+    /// time `memory.grow` past the limit fails (returns -1) the way it does on any Wasm engine;
+    /// a guest built with the SDK then traps on its allocation failure, and the request gets
+    /// **500 `out_of_memory`**. Rounded down to whole 64 KiB pages.
+    pub memory: u64,
+
+    /// **CPU time**, per request (default 2 ms).
+    ///
+    /// Bounds the CPU time the request's guest code (and the host functions it calls
+    /// synchronously) consumes, read from the thread CPU clock
+    /// (`CLOCK_THREAD_CPUTIME_ID`) of the thread running the guest, and summed over every
+    /// stretch the guest runs. Time the guest spends waiting (for an asynchronous host call,
+    /// for the scheduler after it yields, or preempted by the OS) is not counted. It is checked
+    /// at every epoch tick (see `RuntimeConfig::epoch_tick`, default 1 ms), so a guest is stopped
+    /// within about one tick past its budget. The request gets **503 `cpu_budget_exceeded`**.
+    pub cpu: Duration,
+
+    /// **Wall-clock deadline**, per request (default 1 s).
+    ///
+    /// Bounds the time from the start of the instance to its outcome, including waits. Checked
+    /// at every epoch tick while the guest runs and by a timer while it waits. The request gets
+    /// **504 `deadline_exceeded`**.
+    pub deadline: Duration,
+
+    /// **Request body size**, in bytes (default 1 MiB).
+    ///
+    /// The host reads the whole body before the guest runs, and stops reading past this many
+    /// bytes: the client gets **413 `body_too_large`** (at once, from `Content-Length`, when it
+    /// declares one). The server-wide `max_request_body` applies too; the smaller one wins.
+    pub request_body: u64,
+
+    /// **Response body size**, in bytes (default 1 MiB).
+    ///
+    /// A guest whose response body is larger gets **500 `response_too_large`** instead; nothing
+    /// of the oversized body is sent.
+    pub response_body: u64,
+
+    /// **Host calls**, per request (default 1000).
+    ///
+    /// Bounds how many times the guest may call into the host (log, clock, random, config, …),
+    /// so a guest cannot flood the log or spin on cheap host calls. The call past the budget
+    /// traps and the request gets **503 `hostcall_budget_exceeded`**.
+    pub hostcalls: u32,
+}
+
+impl Limits {
+    /// The default memory limit: 2 MiB.
+    pub const DEFAULT_MEMORY: u64 = 2 << 20;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory: Self::DEFAULT_MEMORY,
+            cpu: Duration::from_millis(2),
+            deadline: Duration::from_secs(1),
+            request_body: 1 << 20,
+            response_body: 1 << 20,
+            hostcalls: 1000,
+        }
+    }
+}

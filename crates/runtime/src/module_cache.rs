@@ -1,0 +1,166 @@
+//! The on-disk cache of compiled modules, so that each module is compiled by Cranelift once,
+//! not at every start.
+//!
+//! An entry is named `<sha256 of the wasm>-<engine hash>.cwasm`, where the engine hash covers
+//! Wasmtime's version and every compilation setting
+//! ([`Engine::precompile_compatibility_hash`]): change either and the name changes, so a stale
+//! entry is never even opened. Each file carries its own check:
+//!
+//! ```text
+//! "edgegate-cwasm-1"  16 bytes  magic and format version
+//! sha256(wasm)        32 bytes  which module this is
+//! sha256(payload)     32 bytes  integrity of what follows
+//! payload             …         Module::serialize output
+//! ```
+//!
+//! An entry that fails any check (truncated, corrupted, written for another module, or refused
+//! by Wasmtime's own compatibility check) is compiled again and replaced, never loaded. Entries
+//! are written to a temporary file and renamed into place, so a crash leaves no half entry.
+//!
+//! Loading an entry runs its native code: the cache directory must be writable only by the
+//! gateway's user (it is created with mode 0700).
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::{Engine, Module};
+
+const MAGIC: &[u8; 16] = b"edgegate-cwasm-1";
+const HEADER_LEN: usize = 16 + 32 + 32;
+
+/// What the cache did for one module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Loaded a valid entry; nothing was compiled.
+    Hit,
+    /// No entry: compiled and stored one.
+    Miss,
+    /// An entry existed but failed a check (the reason); compiled and replaced it.
+    Rejected(String),
+    /// Compiled, but the entry could not be written (the reason); the next start compiles
+    /// again.
+    NotStored(String),
+}
+
+/// A directory of compiled modules for one engine configuration.
+#[derive(Debug, Clone)]
+pub struct ModuleCache {
+    dir: PathBuf,
+}
+
+impl ModuleCache {
+    /// A cache in `dir`, created (mode 0700) if missing.
+    pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let dir = dir.into();
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        Ok(Self { dir })
+    }
+
+    /// The default location: `$XDG_CACHE_HOME/edgegate/modules`, else
+    /// `~/.cache/edgegate/modules`.
+    pub fn default_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
+        Some(base.join("edgegate").join("modules"))
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Loads the compiled form of `wasm` from the cache, or compiles and stores it.
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+    ) -> wasmtime::Result<(Module, CacheOutcome)> {
+        let wasm_hash: [u8; 32] = Sha256::digest(wasm).into();
+        let path = self.entry_path(engine, &wasm_hash);
+        let rejected = match fs::read(&path) {
+            Ok(entry) => match load_entry(engine, &entry, &wasm_hash) {
+                Ok(module) => return Ok((module, CacheOutcome::Hit)),
+                Err(reason) => Some(reason),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(format!("unreadable: {e}")),
+        };
+        let module = Module::new(engine, wasm)?;
+        let outcome = match store_entry(&path, &module, &wasm_hash) {
+            Err(e) => CacheOutcome::NotStored(format!("{}: {e}", path.display())),
+            Ok(()) => match rejected {
+                Some(reason) => CacheOutcome::Rejected(reason),
+                None => CacheOutcome::Miss,
+            },
+        };
+        Ok((module, outcome))
+    }
+
+    /// Where the entry for this module and engine lives.
+    pub fn entry_path(&self, engine: &Engine, wasm_hash: &[u8; 32]) -> PathBuf {
+        let mut hasher = std::hash::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.dir.join(format!("{}-{:016x}.cwasm", hex(wasm_hash), hasher.finish()))
+    }
+}
+
+fn load_entry(engine: &Engine, entry: &[u8], wasm_hash: &[u8; 32]) -> Result<Module, String> {
+    let Some((header, payload)) = entry.split_at_checked(HEADER_LEN) else {
+        return Err("truncated header".into());
+    };
+    if &header[..16] != MAGIC {
+        return Err("not an edgegate cache entry".into());
+    }
+    if &header[16..48] != wasm_hash {
+        return Err("written for another module".into());
+    }
+    if header[48..80] != Sha256::digest(payload)[..] {
+        return Err("checksum mismatch".into());
+    }
+    // SAFETY: `Module::deserialize` runs the payload's machine code later, so it must be a
+    // `Module::serialize` output of a compatible engine. The payload's checksum matches the one
+    // this cache wrote next to it, for this very module; the directory is private to the
+    // gateway's user (see the module docs); and Wasmtime itself refuses payloads from another
+    // version or configuration.
+    unsafe { Module::deserialize(engine, payload) }.map_err(|e| format!("refused by wasmtime: {e}"))
+}
+
+fn store_entry(path: &Path, module: &Module, wasm_hash: &[u8; 32]) -> anyhow::Result<()> {
+    let payload = module.serialize()?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile_in(dir)?;
+    tmp.1.write_all(MAGIC)?;
+    tmp.1.write_all(wasm_hash)?;
+    tmp.1.write_all(&Sha256::digest(&payload))?;
+    tmp.1.write_all(&payload)?;
+    tmp.1.sync_all()?;
+    fs::rename(&tmp.0, path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp.0);
+    })?;
+    Ok(())
+}
+
+/// A new, uniquely named file in `dir`.
+fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, fs::File)> {
+    let unique = format!(".tmp-{}-{:x}", std::process::id(), rand_u64());
+    let path = dir.join(unique);
+    let file = fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+    Ok((path, file))
+}
+
+fn rand_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // A clash only makes `create_new` fail, which the caller reports as "not stored".
+    let _ = getrandom::fill(&mut bytes);
+    u64::from_le_bytes(bytes)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,384 @@
+//! One request through one fresh instance: the per-request [`Store`] state, the limits it
+//! enforces while the guest runs, and the decoding of what the guest returns.
+//!
+//! ```text
+//! Store::new ─▶ instantiate (pool slot, CoW memory) ─▶ edgegate_v1_handle(len)
+//!                                                        │  request_read, log, clock, …
+//!      epoch tick ─▶ on_epoch: CPU budget? deadline? ────┤  (counted against hostcalls)
+//!      memory.grow ─▶ ResourceLimiter: within limit? ────┤
+//!                                                        ▼
+//!                         decode the outcome from guest memory ─▶ drop the Store (slot freed)
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use edgegate_abi::outcome::{EditOp, ErrorCode, Outcome as AbiOutcome};
+use edgegate_abi::request::{Headers, RequestParts};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use wasmtime::{Memory, ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
+
+use crate::cpu;
+use crate::error::{ExecError, ExecErrorKind};
+use crate::limits::Limits;
+
+/// A request's id, unique within a gateway process: 16 hex digits in logs and error bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId(pub u64);
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// A request as the runtime hands it to a guest: the head and the complete body.
+#[derive(Debug, Clone, Default)]
+pub struct GuestRequest {
+    /// The method.
+    pub method: http::Method,
+    /// The URI: its path and query become the guest's target; its authority, if any, the
+    /// guest's host.
+    pub uri: http::Uri,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The whole body, already read within the worker's limit.
+    pub body: Bytes,
+    /// Whether the client connected over TLS.
+    pub tls: bool,
+}
+
+/// The ABI's view of a [`HeaderMap`].
+#[derive(Clone, Copy)]
+pub(crate) struct HeaderMapHeaders<'a>(&'a HeaderMap);
+
+impl Headers for HeaderMapHeaders<'_> {
+    fn visit<F: FnMut(&[u8], &[u8])>(&self, mut f: F) {
+        for (name, value) in self.0 {
+            f(name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+}
+
+impl GuestRequest {
+    fn authority(&self) -> &str {
+        match self.uri.authority() {
+            Some(authority) => authority.as_str(),
+            None => {
+                self.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("")
+            }
+        }
+    }
+
+    /// The parts the ABI encodes.
+    pub(crate) fn parts(&self) -> RequestParts<'_, HeaderMapHeaders<'_>> {
+        RequestParts {
+            method: self.method.as_str(),
+            target: self.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            authority: self.authority(),
+            headers: HeaderMapHeaders(&self.headers),
+            body: &self.body,
+            tls: self.tls,
+        }
+    }
+}
+
+/// What a guest decided, once decoded and checked.
+#[derive(Debug)]
+pub enum GuestOutcome {
+    /// A complete response to send.
+    Response(http::Response<Bytes>),
+    /// Proxy the request to an upstream.
+    Forward(Forward),
+}
+
+/// A decoded forward directive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    /// The upstream's configured name.
+    pub upstream: String,
+    /// Header edits to apply to the request before proxying, in order.
+    pub edits: Vec<HeaderEdit>,
+}
+
+/// One header edit of a [`Forward`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderEdit {
+    /// Replace all values.
+    Set(HeaderName, HeaderValue),
+    /// Add a value.
+    Append(HeaderName, HeaderValue),
+    /// Remove the header.
+    Remove(HeaderName),
+}
+
+/// What the store remembers about the worker, shared by all its requests.
+#[derive(Debug)]
+pub(crate) struct WorkerShared {
+    pub(crate) name: String,
+    pub(crate) limits: Limits,
+    pub(crate) config: BTreeMap<String, String>,
+}
+
+/// Why the runtime stopped a guest, recorded before it interrupts so that the trap that follows
+/// can be told apart from the guest's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Cpu,
+    Deadline,
+    Hostcalls,
+}
+
+/// The per-request state a [`Store`] carries.
+pub(crate) struct RequestState {
+    pub(crate) worker: Arc<WorkerShared>,
+    pub(crate) request: GuestRequest,
+    pub(crate) request_len: u32,
+    pub(crate) request_id: u64,
+    pub(crate) memory: Option<Memory>,
+    pub(crate) hostcalls: u32,
+    pub(crate) stop: Option<Stop>,
+    memory_refused: bool,
+    deadline: Instant,
+}
+
+impl RequestState {
+    /// Counts one host call; past the budget, records the stop and returns the trap to raise.
+    pub(crate) fn charge_hostcall(&mut self) -> wasmtime::Result<()> {
+        self.hostcalls += 1;
+        if self.hostcalls > self.worker.limits.hostcalls {
+            self.stop = Some(Stop::Hostcalls);
+            return Err(wasmtime::format_err!(
+                "host call budget of {} spent",
+                self.worker.limits.hostcalls
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ResourceLimiter for RequestState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired as u64 <= self.worker.limits.memory;
+        self.memory_refused |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        1
+    }
+
+    fn tables(&self) -> usize {
+        1
+    }
+
+    fn memories(&self) -> usize {
+        1
+    }
+}
+
+/// A guest may grow its function table this far (Rust modules start with a few hundred).
+const MAX_TABLE_ELEMENTS: usize = 10_000;
+
+/// Runs at every epoch tick while the guest executes.
+fn on_epoch(mut store: StoreContextMut<'_, RequestState>) -> wasmtime::Result<UpdateDeadline> {
+    let state = store.data_mut();
+    if Instant::now() >= state.deadline {
+        state.stop = Some(Stop::Deadline);
+        return Ok(UpdateDeadline::Interrupt);
+    }
+    if cpu::used().is_some_and(|used| used > state.worker.limits.cpu) {
+        state.stop = Some(Stop::Cpu);
+        return Ok(UpdateDeadline::Interrupt);
+    }
+    // Let other tasks on this thread run, then check again next tick.
+    Ok(UpdateDeadline::Yield(1))
+}
+
+/// Everything a request needs from its worker.
+pub(crate) struct Target<'a> {
+    pub(crate) shared: &'a Arc<WorkerShared>,
+    pub(crate) pre: &'a wasmtime::InstancePre<RequestState>,
+    pub(crate) handle: &'a wasmtime::ModuleExport,
+    pub(crate) memory: &'a wasmtime::ModuleExport,
+}
+
+/// Runs one request in a fresh instance and returns the guest's outcome.
+pub(crate) async fn run(
+    target: Target<'_>,
+    request: GuestRequest,
+    request_id: u64,
+) -> Result<GuestOutcome, ExecError> {
+    let limits = &target.shared.limits;
+    let request_len = edgegate_abi::request::encoded_len(&request.parts())
+        .and_then(|len| u32::try_from(len).ok())
+        .ok_or_else(|| ExecError::new(ExecErrorKind::Internal, "request does not fit in 4 GiB"))?;
+    let started = Instant::now();
+    let state = RequestState {
+        worker: target.shared.clone(),
+        request,
+        request_len,
+        request_id,
+        memory: None,
+        hostcalls: 0,
+        stop: None,
+        memory_refused: false,
+        deadline: started + limits.deadline,
+    };
+    let mut store = Store::new(target.pre.module().engine(), state);
+    store.limiter(|state| state);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(on_epoch);
+
+    let call = cpu::metered(call_guest(&mut store, &target, request_len));
+    let packed = match tokio::time::timeout_at((started + limits.deadline).into(), call).await {
+        Ok(Ok(packed)) => packed,
+        Ok(Err(error)) => return Err(classify(store.data(), error)),
+        Err(_elapsed) => {
+            return Err(ExecError::new(
+                ExecErrorKind::DeadlineExceeded,
+                format!("no outcome after {:?}", limits.deadline),
+            ));
+        }
+    };
+    decode(&store, packed, limits)
+}
+
+async fn call_guest(
+    store: &mut Store<RequestState>,
+    target: &Target<'_>,
+    request_len: u32,
+) -> wasmtime::Result<u64> {
+    let instance = target.pre.instantiate_async(&mut *store).await?;
+    let memory = instance
+        .get_module_export(&mut *store, target.memory)
+        .and_then(|export| export.into_memory())
+        .ok_or_else(|| wasmtime::format_err!("memory export vanished"))?;
+    store.data_mut().memory = Some(memory);
+    let handle = instance
+        .get_module_export(&mut *store, target.handle)
+        .and_then(|export| export.into_func())
+        .ok_or_else(|| wasmtime::format_err!("handle export vanished"))?
+        .typed::<u32, u64>(&*store)?;
+    handle.call_async(&mut *store, request_len).await
+}
+
+/// Turns a failed call into the kind of failure it was.
+fn classify(state: &RequestState, error: wasmtime::Error) -> ExecError {
+    let detail = format!("{error:?}");
+    let kind = match state.stop {
+        Some(Stop::Cpu) => ExecErrorKind::CpuBudgetExceeded,
+        Some(Stop::Deadline) => ExecErrorKind::DeadlineExceeded,
+        Some(Stop::Hostcalls) => ExecErrorKind::HostcallBudgetExceeded,
+        None if error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() => {
+            ExecErrorKind::Capacity
+        }
+        None if state.memory_refused => ExecErrorKind::OutOfMemory,
+        None => match error.downcast_ref::<Trap>() {
+            Some(Trap::StackOverflow) => ExecErrorKind::StackOverflow,
+            Some(_) => ExecErrorKind::Trap,
+            None => ExecErrorKind::Internal,
+        },
+    };
+    ExecError::new(kind, detail)
+}
+
+/// Headers a worker may not set on a response: they describe the connection or the framing,
+/// which the gateway owns.
+const CONNECTION_HEADERS: [HeaderName; 7] = [
+    http::header::CONNECTION,
+    http::header::CONTENT_LENGTH,
+    http::header::TRANSFER_ENCODING,
+    http::header::TE,
+    http::header::TRAILER,
+    http::header::UPGRADE,
+    HeaderName::from_static("keep-alive"),
+];
+
+fn decode(
+    store: &Store<RequestState>,
+    packed: u64,
+    limits: &Limits,
+) -> Result<GuestOutcome, ExecError> {
+    let abi = |detail: String| ExecError::new(ExecErrorKind::AbiViolation, detail);
+    let (ptr, len) = edgegate_abi::unpack_outcome(packed);
+    let memory = store.data().memory.ok_or_else(|| abi("no memory".into()))?;
+    let data = memory.data(store);
+    let bytes = (ptr as usize)
+        .checked_add(len as usize)
+        .and_then(|end| data.get(ptr as usize..end))
+        .ok_or_else(|| {
+            abi(format!("outcome [{ptr}, +{len}) is outside memory ({} bytes)", data.len()))
+        })?;
+    match AbiOutcome::parse(bytes).map_err(|e| abi(format!("malformed outcome: {e}")))? {
+        AbiOutcome::Response { status, headers, body } => {
+            if body.len() as u64 > limits.response_body {
+                return Err(ExecError::new(
+                    ExecErrorKind::ResponseTooLarge,
+                    format!("{} bytes, limit {}", body.len(), limits.response_body),
+                ));
+            }
+            let invalid = |detail: String| ExecError::new(ExecErrorKind::InvalidResponse, detail);
+            let status = StatusCode::from_u16(status).map_err(|e| invalid(e.to_string()))?;
+            let mut map = HeaderMap::with_capacity(headers.len());
+            for (name, value) in headers {
+                let name = HeaderName::from_bytes(name).map_err(|_| {
+                    invalid(format!("bad header name {:?}", String::from_utf8_lossy(name)))
+                })?;
+                let value = HeaderValue::from_bytes(value)
+                    .map_err(|_| invalid(format!("bad value for header {name}")))?;
+                if !CONNECTION_HEADERS.contains(&name) {
+                    map.append(name, value);
+                }
+            }
+            let mut response = http::Response::new(Bytes::copy_from_slice(body));
+            *response.status_mut() = status;
+            *response.headers_mut() = map;
+            Ok(GuestOutcome::Response(response))
+        }
+        AbiOutcome::Forward { upstream, edits } => {
+            let invalid = |detail: String| ExecError::new(ExecErrorKind::InvalidResponse, detail);
+            let edits = edits
+                .iter()
+                .map(|(op, name, value)| {
+                    let name = HeaderName::from_bytes(name).map_err(|_| {
+                        invalid(format!("bad header name {:?}", String::from_utf8_lossy(name)))
+                    })?;
+                    let value = || {
+                        HeaderValue::from_bytes(value)
+                            .map_err(|_| invalid(format!("bad value for header {name}")))
+                    };
+                    Ok(match op {
+                        EditOp::Set => HeaderEdit::Set(name.clone(), value()?),
+                        EditOp::Append => HeaderEdit::Append(name.clone(), value()?),
+                        EditOp::Remove => HeaderEdit::Remove(name),
+                    })
+                })
+                .collect::<Result<_, ExecError>>()?;
+            Ok(GuestOutcome::Forward(Forward { upstream: upstream.to_owned(), edits }))
+        }
+        AbiOutcome::Error { code, message } => {
+            let kind = match code {
+                ErrorCode::Unavailable => ExecErrorKind::WorkerUnavailable,
+                ErrorCode::Internal | ErrorCode::BadRequestBuffer => ExecErrorKind::WorkerFailed,
+            };
+            Err(ExecError::new(kind, format!("{code:?}: {message}")))
+        }
+    }
+}

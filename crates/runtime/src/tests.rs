@@ -1,0 +1,301 @@
+//! The runtime against real guests: the demo worker, the hostile test programs, and broken
+//! modules. No sockets; the end-to-end suite drives the same guests through the binary.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use edgegate_guests as guests;
+
+use crate::*;
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        let config = RuntimeConfig { max_instances: 32, ..RuntimeConfig::default() };
+        Runtime::new(config, None).unwrap()
+    })
+}
+
+fn load_with(path: &str, limits: Limits, config: &[(&str, &str)]) -> Result<Worker, LoadError> {
+    let wasm = std::fs::read(path).unwrap();
+    runtime().load(WorkerSpec {
+        name: "test",
+        wasm: &wasm,
+        limits,
+        config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    })
+}
+
+fn hostile() -> Worker {
+    hostile_with(Limits::default())
+}
+
+fn hostile_with(limits: Limits) -> Worker {
+    load_with(guests::HOSTILE, limits, &[("greeting", "hello from config")]).unwrap()
+}
+
+fn get(path: &str) -> GuestRequest {
+    GuestRequest { uri: path.parse().unwrap(), ..GuestRequest::default() }
+}
+
+async fn response(worker: &Worker, request: GuestRequest) -> http::Response<bytes::Bytes> {
+    match worker.handle(request, RequestId(7)).await {
+        Ok(GuestOutcome::Response(r)) => r,
+        other => panic!("expected a response, got {other:?}"),
+    }
+}
+
+async fn failure(worker: &Worker, path: &str) -> ExecErrorKind {
+    match worker.handle(get(path), RequestId(7)).await {
+        Err(e) => e.kind(),
+        Ok(outcome) => panic!("{path}: expected a failure, got {outcome:?}"),
+    }
+}
+
+/// After any failure, the same worker must serve the next request normally.
+async fn still_serves(worker: &Worker) {
+    let r = response(worker, get("/ok")).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.body(), "ok");
+}
+
+#[tokio::test]
+async fn echo_json_round_trips() {
+    let worker = runtime()
+        .load(WorkerSpec {
+            name: "echo-json",
+            wasm: guests::ECHO_JSON,
+            limits: Limits::default(),
+            config: BTreeMap::new(),
+        })
+        .unwrap();
+    let mut request = get("/echo");
+    request.method = http::Method::POST;
+    request.body = r#"{ "z": [1, {"y": null}], "a": "b" }"#.into();
+    let r = response(&worker, request).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert_eq!(r.body(), r#"{"a":"b","z":[1,{"y":null}]}"#);
+
+    let mut bad = get("/echo");
+    bad.method = http::Method::POST;
+    bad.body = "{nope".into();
+    assert_eq!(response(&worker, bad).await.status(), 400);
+}
+
+#[tokio::test]
+async fn the_guest_sees_the_whole_request() {
+    // `/config` echoes a configured value; the query parameter proves the target arrived.
+    let worker = hostile();
+    let r = response(&worker, get("/config?key=greeting")).await;
+    assert_eq!(r.body(), "hello from config");
+    assert_eq!(response(&worker, get("/config?key=missing")).await.status(), 404);
+}
+
+#[tokio::test]
+async fn infinite_loop_is_stopped_by_the_cpu_budget() {
+    let worker = hostile();
+    assert_eq!(failure(&worker, "/loop").await, ExecErrorKind::CpuBudgetExceeded);
+    still_serves(&worker).await;
+}
+
+#[tokio::test]
+async fn wall_clock_deadline_stops_a_guest_with_cpu_to_spare() {
+    let worker = hostile_with(Limits {
+        cpu: Duration::from_secs(30),
+        deadline: Duration::from_millis(50),
+        ..Limits::default()
+    });
+    assert_eq!(failure(&worker, "/loop").await, ExecErrorKind::DeadlineExceeded);
+    still_serves(&worker).await;
+}
+
+#[tokio::test]
+async fn memory_bombs_are_out_of_memory() {
+    let worker = hostile();
+    for path in ["/grow", "/alloc", "/bomb"] {
+        assert_eq!(failure(&worker, path).await, ExecErrorKind::OutOfMemory, "{path}");
+        still_serves(&worker).await;
+    }
+}
+
+#[tokio::test]
+async fn a_larger_memory_limit_lets_the_big_allocation_through() {
+    // The same guest, with room for its 64 MiB (and CPU time to fill them): proves the limit,
+    // not the guest, said no.
+    let worker =
+        hostile_with(Limits { memory: 80 << 20, cpu: Duration::from_secs(5), ..Limits::default() });
+    assert_eq!(response(&worker, get("/alloc")).await.status(), 200);
+}
+
+#[tokio::test]
+async fn unbounded_recursion_is_a_stack_overflow_trap() {
+    let worker = hostile();
+    assert_eq!(failure(&worker, "/recurse").await, ExecErrorKind::StackOverflow);
+    still_serves(&worker).await;
+}
+
+#[tokio::test]
+async fn traps_and_panics_are_traps() {
+    let worker = hostile();
+    assert_eq!(failure(&worker, "/trap").await, ExecErrorKind::Trap);
+    assert_eq!(failure(&worker, "/panic").await, ExecErrorKind::Trap);
+    still_serves(&worker).await;
+}
+
+#[tokio::test]
+async fn hostcall_flood_is_stopped_by_its_budget() {
+    let worker = hostile();
+    assert_eq!(failure(&worker, "/hostcalls").await, ExecErrorKind::HostcallBudgetExceeded);
+    still_serves(&worker).await;
+}
+
+#[tokio::test]
+async fn every_request_gets_a_fresh_instance() {
+    // Linear memory (a Rust static) and a Wasm global (the WAT guest): request B must never see
+    // what request A wrote.
+    let rust = hostile();
+    let wat = load_with(guests::LEAK, Limits::default(), &[]).unwrap();
+    for _ in 0..3 {
+        assert_eq!(response(&rust, get("/leak")).await.body(), "00".repeat(16).as_bytes());
+        assert_eq!(response(&wat, get("/")).await.body(), &[0u8; 16][..]);
+    }
+}
+
+#[tokio::test]
+async fn response_limits_and_validation() {
+    let worker = hostile_with(Limits { response_body: 1000, ..Limits::default() });
+    assert_eq!(response(&worker, get("/bytes?n=1000")).await.body().len(), 1000);
+    assert_eq!(failure(&worker, "/bytes?n=1001").await, ExecErrorKind::ResponseTooLarge);
+    assert_eq!(failure(&worker, "/bad-header").await, ExecErrorKind::InvalidResponse);
+    assert_eq!(failure(&worker, "/unavailable").await, ExecErrorKind::WorkerUnavailable);
+}
+
+#[tokio::test]
+async fn forward_directives_are_decoded() {
+    let worker = hostile();
+    match worker.handle(get("/forward"), RequestId(1)).await.unwrap() {
+        GuestOutcome::Forward(f) => {
+            assert_eq!(f.upstream, "nowhere");
+            assert_eq!(
+                f.edits,
+                [HeaderEdit::Set(
+                    http::HeaderName::from_static("x-from"),
+                    http::HeaderValue::from_static("hostile")
+                )]
+            );
+        }
+        other => panic!("expected a forward, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn random_bytes_differ() {
+    let worker = hostile();
+    let a = response(&worker, get("/random")).await;
+    let b = response(&worker, get("/random")).await;
+    assert_eq!(a.status(), 200);
+    assert_eq!(a.body().len(), 32);
+    assert_ne!(a.body(), b.body());
+}
+
+#[tokio::test]
+async fn a_malformed_outcome_is_an_abi_violation() {
+    let worker = load_with(guests::BAD_OUTCOME, Limits::default(), &[]).unwrap();
+    assert_eq!(failure(&worker, "/").await, ExecErrorKind::AbiViolation);
+}
+
+#[test]
+fn modules_that_do_not_fit_are_refused_at_load() {
+    let load = |path| load_with(path, Limits::default(), &[]).unwrap_err();
+    assert!(matches!(load(guests::WRONG_ABI), LoadError::AbiVersion { found: 2, supported: 1 }));
+    assert!(matches!(load(guests::NO_ENTRY), LoadError::NoEntryPoint));
+    assert!(
+        matches!(load(guests::BIG_MEMORY), LoadError::InitialMemory { needed, .. } if needed == 4 << 20)
+    );
+    assert!(matches!(load(guests::UNKNOWN_IMPORT), LoadError::Link(_)));
+    let garbage = runtime().load(WorkerSpec {
+        name: "garbage",
+        wasm: b"\0asm but not really",
+        limits: Limits::default(),
+        config: BTreeMap::new(),
+    });
+    assert!(matches!(garbage, Err(LoadError::Compile(_))));
+    let too_big = Limits { memory: 1 << 40, ..Limits::default() };
+    assert!(matches!(
+        load_with(guests::HOSTILE, too_big, &[]),
+        Err(LoadError::MemoryLimitTooLarge { .. })
+    ));
+}
+
+#[test]
+fn the_wrong_abi_message_says_what_to_do() {
+    let message = load_with(guests::WRONG_ABI, Limits::default(), &[]).unwrap_err().to_string();
+    assert!(message.contains("v2") && message.contains("v1"), "{message}");
+}
+
+#[test]
+fn module_cache_hits_and_rejects_bad_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ModuleCache::open(dir.path().join("modules")).unwrap();
+    let engine = &runtime().engine;
+    let wasm = guests::ECHO_JSON;
+
+    let (_, first) = cache.load_or_compile(engine, wasm).unwrap();
+    assert_eq!(first, CacheOutcome::Miss);
+    let (_, second) = cache.load_or_compile(engine, wasm).unwrap();
+    assert_eq!(second, CacheOutcome::Hit);
+
+    let wasm_hash: [u8; 32] = sha2::Sha256::digest(wasm).into();
+    let entry = cache.entry_path(engine, &wasm_hash);
+    let mut bytes = std::fs::read(&entry).unwrap();
+
+    // A flipped payload byte fails the checksum and is recompiled, then served from cache.
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+    let (_, outcome) = cache.load_or_compile(engine, wasm).unwrap();
+    assert!(
+        matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("checksum")),
+        "{outcome:?}"
+    );
+    assert_eq!(cache.load_or_compile(engine, wasm).unwrap().1, CacheOutcome::Hit);
+
+    // An entry for another module under this module's name is refused.
+    let mut foreign = std::fs::read(&entry).unwrap();
+    foreign[16..48].copy_from_slice(&[0; 32]);
+    std::fs::write(&entry, &foreign).unwrap();
+    let (_, outcome) = cache.load_or_compile(engine, wasm).unwrap();
+    assert!(matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("another module")));
+
+    // Garbage is not an entry.
+    std::fs::write(&entry, b"garbage").unwrap();
+    assert!(matches!(cache.load_or_compile(engine, wasm).unwrap().1, CacheOutcome::Rejected(_)));
+}
+
+#[test]
+fn an_entry_from_another_engine_configuration_is_never_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ModuleCache::open(dir.path()).unwrap();
+    let ours = &runtime().engine;
+    let mut config = wasmtime::Config::new();
+    config.cranelift_opt_level(wasmtime::OptLevel::None);
+    let theirs = wasmtime::Engine::new(&config).unwrap();
+    let wasm = guests::ECHO_JSON;
+    let hash: [u8; 32] = sha2::Sha256::digest(wasm).into();
+
+    // Other settings, other name: a stale entry is not even opened ...
+    assert_ne!(cache.entry_path(ours, &hash), cache.entry_path(&theirs, &hash));
+    // ... and one planted under our name, checksum and all, is refused by Wasmtime.
+    assert_eq!(cache.load_or_compile(&theirs, wasm).unwrap().1, CacheOutcome::Miss);
+    std::fs::copy(cache.entry_path(&theirs, &hash), cache.entry_path(ours, &hash)).unwrap();
+    let (_, outcome) = cache.load_or_compile(ours, wasm).unwrap();
+    assert!(
+        matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("wasmtime")),
+        "{outcome:?}"
+    );
+    assert_eq!(cache.load_or_compile(ours, wasm).unwrap().1, CacheOutcome::Hit);
+}
+
+use sha2::Digest as _;

@@ -1,0 +1,140 @@
+//! Loading a module as a worker: compile (or load from the cache), check it speaks the ABI and
+//! fits its limits, link it, and keep an [`InstancePre`] so each request only instantiates.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY};
+use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
+
+use crate::Runtime;
+use crate::error::{ExecError, LoadError};
+use crate::limits::Limits;
+use crate::module_cache::CacheOutcome;
+use crate::request::{
+    self, GuestOutcome, GuestRequest, RequestId, RequestState, Target, WorkerShared,
+};
+
+/// What to load: a module and the limits and configuration it runs with.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec<'a> {
+    /// The worker's name, for logs.
+    pub name: &'a str,
+    /// The module's bytes (binary Wasm).
+    pub wasm: &'a [u8],
+    /// Its limits.
+    pub limits: Limits,
+    /// The values `config_get` can read.
+    pub config: BTreeMap<String, String>,
+}
+
+/// A loaded worker, ready to serve requests. Cheap to clone.
+#[derive(Clone)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<WorkerShared>,
+    pre: InstancePre<RequestState>,
+    handle: ModuleExport,
+    memory: ModuleExport,
+    cache: CacheOutcome,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("name", &self.inner.shared.name).finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    pub(crate) fn load(runtime: &Runtime, spec: WorkerSpec<'_>) -> Result<Self, LoadError> {
+        let max = runtime.config().max_memory;
+        if spec.limits.memory > max {
+            return Err(LoadError::MemoryLimitTooLarge { limit: spec.limits.memory, max });
+        }
+        let (module, cache) = runtime.compile(spec.wasm).map_err(LoadError::Compile)?;
+        check_exports(&module, &spec.limits)?;
+        let pre = runtime.linker().instantiate_pre(&module).map_err(LoadError::Link)?;
+        let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
+        let handle = export(EXPORT_HANDLE)?;
+        let memory = export(EXPORT_MEMORY)?;
+        let shared = Arc::new(WorkerShared {
+            name: spec.name.to_owned(),
+            limits: spec.limits,
+            config: spec.config,
+        });
+        Ok(Self { inner: Arc::new(Inner { shared, pre, handle, memory, cache }) })
+    }
+
+    /// The worker's name.
+    pub fn name(&self) -> &str {
+        &self.inner.shared.name
+    }
+
+    /// The worker's limits.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.shared.limits
+    }
+
+    /// Whether the module came from the compilation cache.
+    pub fn cache_outcome(&self) -> &CacheOutcome {
+        &self.inner.cache
+    }
+
+    /// Serves one request in a fresh instance, dropped before this returns.
+    ///
+    /// Hot path: one store, one instantiation from the pool, one call, one copy of the
+    /// response body out of guest memory.
+    pub async fn handle(
+        &self,
+        request: GuestRequest,
+        id: RequestId,
+    ) -> Result<GuestOutcome, ExecError> {
+        let inner = &*self.inner;
+        let target = Target {
+            shared: &inner.shared,
+            pre: &inner.pre,
+            handle: &inner.handle,
+            memory: &inner.memory,
+        };
+        request::run(target, request, id.0).await
+    }
+}
+
+/// Checks the exports against ABI v1 and the initial memory against the limit.
+fn check_exports(module: &Module, limits: &Limits) -> Result<(), LoadError> {
+    if let Some(found) = module
+        .exports()
+        .filter_map(|e| edgegate_abi::abi_version_of_export(e.name()))
+        .find(|&v| v != ABI_VERSION)
+    {
+        return Err(LoadError::AbiVersion { found, supported: ABI_VERSION });
+    }
+    match module.get_export(EXPORT_HANDLE) {
+        None => return Err(LoadError::NoEntryPoint),
+        Some(ExternType::Func(f))
+            if f.params().map(|p| p.matches(&ValType::I32)).eq([true])
+                && f.results().map(|r| r.matches(&ValType::I64)).eq([true]) => {}
+        Some(_) => {
+            return Err(LoadError::BadExport {
+                name: EXPORT_HANDLE,
+                expected: "a function (i32) -> i64",
+            });
+        }
+    }
+    let bad_memory =
+        LoadError::BadExport { name: EXPORT_MEMORY, expected: "a 32-bit linear memory" };
+    let Some(ExternType::Memory(memory)) = module.get_export(EXPORT_MEMORY) else {
+        return Err(bad_memory);
+    };
+    if memory.is_64() || memory.is_shared() {
+        return Err(bad_memory);
+    }
+    let needed = memory.minimum().saturating_mul(memory.page_size());
+    if needed > limits.memory {
+        return Err(LoadError::InitialMemory { needed, limit: limits.memory });
+    }
+    Ok(())
+}

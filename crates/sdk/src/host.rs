@@ -1,0 +1,119 @@
+//! The host functions a worker can call: log, clock, random bytes and configuration.
+//!
+//! Each call counts against the worker's host-call budget (default 1000 per request).
+
+use alloc::string::String;
+use alloc::vec;
+use core::fmt;
+use edgegate_abi::{HostError, LogLevel};
+
+/// Writes `message` to the gateway's log, tagged with the worker and request id. Messages over
+/// 1 KiB are cut.
+pub fn log(level: LogLevel, message: &str) {
+    crate::sys::log(level as i32, message.as_bytes());
+}
+
+/// Formats and logs a message without allocating; output past 512 bytes is cut.
+///
+/// ```
+/// edgegate_sdk::host::log_fmt(edgegate_sdk::LogLevel::Info, format_args!("{} items", 3));
+/// ```
+pub fn log_fmt(level: LogLevel, args: fmt::Arguments<'_>) {
+    let mut line = LineBuffer::<512>::new();
+    let _ = fmt::write(&mut line, args);
+    log(level, line.as_str());
+}
+
+/// Nanoseconds on the gateway's monotonic clock. Only differences mean anything.
+pub fn monotonic_now() -> u64 {
+    crate::sys::monotonic_now()
+}
+
+/// Fills `buf` with cryptographically secure random bytes from the host (at most 64 KiB per
+/// call).
+pub fn random_fill(buf: &mut [u8]) -> Result<(), HostError> {
+    match crate::sys::fill_random(buf) {
+        0 => Ok(()),
+        code => Err(HostError::from_code(code).unwrap_or(HostError::InvalidArgument)),
+    }
+}
+
+/// The value of `key` in this worker's `config` table, or `None` if it is not configured.
+pub fn config(key: &str) -> Option<String> {
+    let mut buf = vec![0u8; 64];
+    loop {
+        let n = crate::sys::config(key.as_bytes(), &mut buf);
+        let len = usize::try_from(n).ok()?;
+        if len <= buf.len() {
+            buf.truncate(len);
+            // The host only stores UTF-8 values.
+            return String::from_utf8(buf).ok();
+        }
+        buf.resize(len, 0);
+    }
+}
+
+/// A fixed-size text buffer for formatting without allocating; writes past `N` bytes are
+/// dropped at a character boundary.
+#[derive(Debug)]
+pub struct LineBuffer<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> LineBuffer<N> {
+    /// An empty buffer.
+    pub const fn new() -> Self {
+        Self { buf: [0; N], len: 0 }
+    }
+
+    /// What has been written so far.
+    pub fn as_str(&self) -> &str {
+        // Only whole UTF-8 characters are ever copied in (see `write_str`).
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl<const N: usize> Default for LineBuffer<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> fmt::Write for LineBuffer<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = N - self.len;
+        let mut take = s.len().min(room);
+        while !s.is_char_boundary(take) {
+            take -= 1;
+        }
+        self.buf[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::fmt::Write;
+
+    #[test]
+    fn line_buffer_cuts_at_char_boundaries() {
+        let mut b = LineBuffer::<2>::new();
+        write!(b, "aé").unwrap();
+        assert_eq!(b.as_str(), "a", "half of a 2-byte character is not written");
+        let mut b = LineBuffer::<3>::new();
+        write!(b, "a{}", "é").unwrap();
+        write!(b, "x").unwrap();
+        assert_eq!(b.as_str(), "aé", "a full buffer takes nothing more");
+    }
+
+    #[test]
+    fn natively_hostcalls_are_inert() {
+        assert_eq!(config("anything"), None);
+        assert_eq!(random_fill(&mut [0; 4]), Err(HostError::Unavailable));
+        let a = monotonic_now();
+        assert!(monotonic_now() >= a);
+    }
+}
