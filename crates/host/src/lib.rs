@@ -1,1 +1,30 @@
-//! stub
+//! The edgegate server: configuration, routing, limits, listeners, admin and shutdown.
+//!
+//! * [`config::Loaded`] reads and checks `edgegate.toml`.
+//! * [`Gateway::build`] loads its workers into an `edgegate_runtime::Runtime` and compiles its
+//!   routes ([`router`]); [`Gateway::handle`] serves one `http::Request`, turning every failure
+//!   into its status through [`error::ErrorKind`].
+//! * [`Server`] binds the listeners and runs until a shutdown signal, then drains.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use edgegate_host::{Gateway, Server, config::Loaded};
+//! let loaded = Loaded::from_file("edgegate.toml".as_ref())?;
+//! let gateway = Gateway::build(&loaded, &[])?;
+//! let server = Server::bind(gateway, loaded.config.server.listen, loaded.config.server.admin).await?;
+//! server.run(edgegate_host::shutdown_signal()).await;
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+
+mod admin;
+pub mod config;
+pub mod error;
+mod gateway;
+mod listener;
+pub mod router;
+pub mod size;
+
+pub use gateway::Gateway;
+pub use listener::{Server, shutdown_signal};

@@ -1,0 +1,205 @@
+//! The request path's one error type. Its kind decides everything about a failure: the status,
+//! the error code in the body and the metric label, the log level, and whether a retry is
+//! safe to suggest.
+//!
+//! | source   | codes                                                                | status |
+//! |----------|----------------------------------------------------------------------|--------|
+//! | client   | `no_route`, `method_not_allowed`, `body_too_large`, `body_timeout`, `bad_request`, `too_many_headers` | 404 405 413 408 400 431 |
+//! | worker   | `worker_trap`, `stack_overflow`, `out_of_memory`, `abi_violation`, `invalid_response`, `response_too_large`, `worker_error`, `unknown_upstream` | 500 |
+//! | worker   | `cpu_budget_exceeded`, `hostcall_budget_exceeded`, `worker_unavailable` | 503 |
+//! | worker   | `deadline_exceeded`                                                  | 504 |
+//! | host     | `overloaded` (with `Retry-After`), `internal_error`                  | 503, 500 |
+//!
+//! The body is always short JSON, `{"error":"<code>","request_id":"<id>"}`; the detail (a trap's
+//! backtrace, the guest's message) goes to the log only.
+
+use bytes::Bytes;
+use edgegate_runtime::{ExecError, ExecErrorKind, RequestId};
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::Full;
+
+/// Who caused a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The client sent something the gateway will not serve.
+    Client,
+    /// The worker misbehaved or failed.
+    Worker,
+    /// An upstream failed (used once requests are proxied).
+    Upstream,
+    /// The gateway itself.
+    Host,
+}
+
+impl Source {
+    /// The label in logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Worker => "worker",
+            Self::Upstream => "upstream",
+            Self::Host => "host",
+        }
+    }
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// No route matches the host and path.
+    NoRoute,
+    /// Routes match the path, but not the method.
+    MethodNotAllowed(Vec<Method>),
+    /// The body is larger than the route's limit.
+    BodyTooLarge,
+    /// The body did not arrive within `body_read_timeout`.
+    BodyTimeout,
+    /// The body could not be read (malformed framing, connection lost).
+    BadRequest,
+    /// More headers than `max_headers` (HTTP/2; hyper answers HTTP/1.1 itself).
+    TooManyHeaders,
+    /// The worker failed, or the runtime could not run it.
+    Exec(ExecErrorKind),
+    /// The worker forwarded to an upstream that is not configured.
+    UnknownUpstream,
+    /// The concurrency limit was reached and the wait for a slot timed out.
+    Overloaded,
+}
+
+impl ErrorKind {
+    /// Who caused it.
+    pub fn source(&self) -> Source {
+        match self {
+            Self::NoRoute
+            | Self::MethodNotAllowed(_)
+            | Self::BodyTooLarge
+            | Self::BodyTimeout
+            | Self::BadRequest
+            | Self::TooManyHeaders => Source::Client,
+            Self::Exec(kind) if kind.is_host() => Source::Host,
+            Self::Exec(_) | Self::UnknownUpstream => Source::Worker,
+            Self::Overloaded => Source::Host,
+        }
+    }
+
+    /// The response status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::BadRequest => StatusCode::BAD_REQUEST,
+            Self::TooManyHeaders => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::UnknownUpstream => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Exec(kind) => match kind {
+                ExecErrorKind::CpuBudgetExceeded
+                | ExecErrorKind::HostcallBudgetExceeded
+                | ExecErrorKind::WorkerUnavailable
+                | ExecErrorKind::Capacity => StatusCode::SERVICE_UNAVAILABLE,
+                ExecErrorKind::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+        }
+    }
+
+    /// The stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NoRoute => "no_route",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
+            Self::BodyTooLarge => "body_too_large",
+            Self::BodyTimeout => "body_timeout",
+            Self::BadRequest => "bad_request",
+            Self::TooManyHeaders => "too_many_headers",
+            Self::UnknownUpstream => "unknown_upstream",
+            Self::Overloaded => "overloaded",
+            Self::Exec(kind) => kind.code(),
+        }
+    }
+
+    /// Seconds after which a retry may succeed, for `Retry-After`: only when the gateway was
+    /// too busy, not when the request itself was at fault.
+    pub fn retry_after(&self) -> Option<u32> {
+        matches!(self, Self::Overloaded | Self::Exec(ExecErrorKind::Capacity)).then_some(1)
+    }
+}
+
+/// A failed request: its kind and, for the log, what happened.
+#[derive(Debug)]
+pub struct RequestError {
+    /// The kind.
+    pub kind: ErrorKind,
+    /// Detail for the log only.
+    pub detail: String,
+}
+
+impl RequestError {
+    /// An error of `kind` with a detail for the log.
+    pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into() }
+    }
+
+    /// The client's response.
+    pub fn response(&self, id: RequestId) -> http::Response<Full<Bytes>> {
+        let body = format!(r#"{{"error":"{}","request_id":"{id}"}}"#, self.kind.code());
+        let mut response = http::Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = self.kind.status();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(seconds) = self.kind.retry_after() {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let ErrorKind::MethodNotAllowed(methods) = &self.kind {
+            let allow = methods.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
+            if let Ok(allow) = HeaderValue::from_str(&allow) {
+                headers.insert(header::ALLOW, allow);
+            }
+        }
+        response
+    }
+}
+
+impl From<ExecError> for RequestError {
+    fn from(e: ExecError) -> Self {
+        Self::new(ErrorKind::Exec(e.kind()), e.detail())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_design_table_holds() {
+        let status = |k: ErrorKind| k.status().as_u16();
+        assert_eq!(status(ErrorKind::Exec(ExecErrorKind::Trap)), 500);
+        assert_eq!(status(ErrorKind::Exec(ExecErrorKind::OutOfMemory)), 500);
+        assert_eq!(status(ErrorKind::Exec(ExecErrorKind::CpuBudgetExceeded)), 503);
+        assert_eq!(status(ErrorKind::Exec(ExecErrorKind::DeadlineExceeded)), 504);
+        assert_eq!(status(ErrorKind::BodyTooLarge), 413);
+        assert_eq!(ErrorKind::Exec(ExecErrorKind::Capacity).source(), Source::Host);
+        assert_eq!(ErrorKind::Exec(ExecErrorKind::Trap).source(), Source::Worker);
+        assert_eq!(ErrorKind::NoRoute.source(), Source::Client);
+    }
+
+    #[test]
+    fn responses_are_short_json_with_the_right_headers() {
+        let e = RequestError::new(ErrorKind::Overloaded, "secret detail");
+        let r = e.response(RequestId(0xabc));
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()["retry-after"], "1");
+        let body = format!("{:?}", r.body());
+        assert!(
+            body.contains(r#"{\"error\":\"overloaded\",\"request_id\":\"0000000000000abc\"}"#),
+            "{body}"
+        );
+        assert!(!body.contains("secret"));
+
+        let r = RequestError::new(ErrorKind::MethodNotAllowed(vec![Method::GET, Method::PUT]), "")
+            .response(RequestId(1));
+        assert_eq!(r.headers()["allow"], "GET, PUT");
+        assert!(r.headers().get("retry-after").is_none());
+    }
+}

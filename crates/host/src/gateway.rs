@@ -1,0 +1,364 @@
+//! The gateway: configuration turned into a router of loaded workers, and the handling of one
+//! request from route to response. Sockets live in [`crate::listener`]; this part is driven
+//! by any `http::Request`, which is how the tests drive it without a network.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use edgegate_runtime::{
+    GuestOutcome, GuestRequest, ModuleCache, RequestId, Runtime, RuntimeConfig, Worker, WorkerSpec,
+};
+use http::{HeaderValue, Request, Response, header};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Body;
+use tokio::sync::Semaphore;
+
+use crate::config::{ConfigError, Loaded, ServerConfig};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::error::{ErrorKind, RequestError, Source};
+use crate::router::{Match, Router};
+
+/// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
+const BUILTIN_PREFIX: &str = "builtin:";
+
+/// What a route leads to.
+#[derive(Debug, Clone)]
+struct Target {
+    worker: Worker,
+    /// The smaller of the server's and the worker's request body limits.
+    body_limit: u64,
+}
+
+/// A running configuration: workers loaded, routes compiled, limits in force.
+#[derive(Debug)]
+pub struct Gateway {
+    router: Router<Target>,
+    server: ServerConfig,
+    permits: Semaphore,
+    ids: RequestIds,
+    runtime: Runtime,
+}
+
+/// The request line of one request, kept for its access log line.
+struct Logged<'a> {
+    route: Option<&'a str>,
+    worker: Option<&'a str>,
+}
+
+impl Gateway {
+    /// Loads every worker of `loaded` (compiling or loading from the module cache) and compiles
+    /// its routes. `builtins` are the modules `builtin:NAME` refers to.
+    pub fn build(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+        let config = &loaded.config;
+        let cache = if config.runtime.cache { open_cache(loaded) } else { None };
+        let runtime = Runtime::new(
+            RuntimeConfig {
+                max_instances: config.server.max_concurrency,
+                max_memory: config.runtime.max_worker_memory.bytes(),
+                epoch_tick: config.runtime.epoch_tick,
+                max_wasm_stack: config.runtime.max_wasm_stack.bytes() as usize,
+            },
+            cache,
+        )
+        .map_err(|e| ConfigError::at(&loaded.origin, "runtime", format!("{e:#}")))?;
+
+        let mut workers = BTreeMap::new();
+        for (name, worker) in &config.workers {
+            let key = format!("workers.{name}.module");
+            let wasm = read_module(loaded, &worker.module, builtins)
+                .map_err(|message| ConfigError::at(&loaded.origin, &key, message))?;
+            let started = Instant::now();
+            let loaded_worker = runtime
+                .load(WorkerSpec {
+                    name,
+                    wasm: &wasm,
+                    limits: (&worker.limits).into(),
+                    config: worker.config.clone(),
+                })
+                .map_err(|e| {
+                    ConfigError::at(
+                        &loaded.origin,
+                        &key,
+                        format!("`{}`: {}", worker.module, chain(&e)),
+                    )
+                })?;
+            tracing::info!(
+                worker = %name,
+                module = %worker.module,
+                cache = ?loaded_worker.cache_outcome(),
+                load_ms = started.elapsed().as_millis() as u64,
+                "worker loaded"
+            );
+            workers.insert(name.clone(), loaded_worker);
+        }
+
+        let server_limit = config.server.max_request_body.bytes();
+        let router = Router::new(&config.routes, |route| {
+            let worker = workers[&route.worker].clone();
+            let body_limit = worker.limits().request_body.min(server_limit);
+            Target { worker, body_limit }
+        });
+        Ok(Self {
+            router,
+            server: config.server.clone(),
+            permits: Semaphore::new(config.server.max_concurrency as usize),
+            ids: RequestIds::new(),
+            runtime,
+        })
+    }
+
+    /// The server settings in force.
+    pub fn server(&self) -> &ServerConfig {
+        &self.server
+    }
+
+    /// The runtime the workers run in.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Serves one request: route, read the body within its limits, wait for a concurrency
+    /// slot, run the worker, and write one access log line. Never fails: every error becomes
+    /// its response.
+    pub async fn handle<B>(&self, request: Request<B>, tls: bool) -> Response<Full<Bytes>>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        let id = self.ids.next();
+        let started = Instant::now();
+        let method = request.method().clone();
+        let uri = request.uri().clone();
+        let mut logged = Logged { route: None, worker: None };
+        let result = self.dispatch(request, tls, id, &mut logged).await;
+        let (mut response, error) = match result {
+            Ok(response) => (response, None),
+            Err(error) => (error.response(id), Some(error)),
+        };
+        if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
+            response.headers_mut().insert("x-request-id", value);
+        }
+        access_log(
+            id,
+            &method,
+            uri.path(),
+            &logged,
+            response.status().as_u16(),
+            started.elapsed(),
+            error.as_ref(),
+        );
+        response
+    }
+
+    async fn dispatch<'a, B>(
+        &'a self,
+        request: Request<B>,
+        tls: bool,
+        id: RequestId,
+        logged: &mut Logged<'a>,
+    ) -> Result<Response<Full<Bytes>>, RequestError>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        if request.headers().len() > self.server.max_headers {
+            return Err(RequestError::new(
+                ErrorKind::TooManyHeaders,
+                format!("{} headers", request.headers().len()),
+            ));
+        }
+        let host = request
+            .uri()
+            .authority()
+            .map(|a| a.as_str())
+            .or_else(|| request.headers().get(header::HOST).and_then(|h| h.to_str().ok()))
+            .unwrap_or("");
+        let route = match self.router.route(host, request.uri().path(), request.method()) {
+            Match::Found(route) => route,
+            Match::MethodNotAllowed(allowed) => {
+                return Err(RequestError::new(ErrorKind::MethodNotAllowed(allowed), ""));
+            }
+            Match::NotFound => return Err(RequestError::new(ErrorKind::NoRoute, "")),
+        };
+        let target = &route.target;
+        logged.route = Some(&route.name);
+        logged.worker = Some(target.worker.name());
+
+        let (parts, body) = request.into_parts();
+        let body = self.read_body(&parts.headers, body, target.body_limit).await?;
+        let _permit = self.acquire().await?;
+        let guest = GuestRequest {
+            method: parts.method,
+            uri: parts.uri,
+            headers: parts.headers,
+            body,
+            tls,
+        };
+        match target.worker.handle(guest, id).await? {
+            GuestOutcome::Response(response) => Ok(response.map(Full::new)),
+            GuestOutcome::Forward(forward) => Err(RequestError::new(
+                ErrorKind::UnknownUpstream,
+                format!("forward to `{}`, but no upstreams are configured", forward.upstream),
+            )),
+        }
+    }
+
+    /// Reads the whole body, at most `limit` bytes, within `body_read_timeout`.
+    async fn read_body<B>(
+        &self,
+        headers: &http::HeaderMap,
+        body: B,
+        limit: u64,
+    ) -> Result<Bytes, RequestError>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        let too_large = |detail: String| RequestError::new(ErrorKind::BodyTooLarge, detail);
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(declared) = declared.filter(|&d| d > limit) {
+            return Err(too_large(format!("content-length {declared} over the limit of {limit}")));
+        }
+        let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+        match tokio::time::timeout(self.server.body_read_timeout, limited.collect()).await {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                Err(too_large(format!("body over the limit of {limit}")))
+            }
+            Ok(Err(e)) => {
+                Err(RequestError::new(ErrorKind::BadRequest, format!("reading the body: {e}")))
+            }
+            Err(_) => Err(RequestError::new(
+                ErrorKind::BodyTimeout,
+                format!("body not complete after {:?}", self.server.body_read_timeout),
+            )),
+        }
+    }
+
+    /// A concurrency slot, waiting at most `queue_timeout` for one.
+    async fn acquire(&self) -> Result<tokio::sync::SemaphorePermit<'_>, RequestError> {
+        if let Ok(permit) = self.permits.try_acquire() {
+            return Ok(permit);
+        }
+        match tokio::time::timeout(self.server.queue_timeout, self.permits.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(RequestError::new(
+                ErrorKind::Overloaded,
+                format!("{} requests in flight", self.server.max_concurrency),
+            )),
+        }
+    }
+}
+
+fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
+    let dir = match &loaded.config.runtime.cache_dir {
+        Some(dir) => loaded.resolve(dir),
+        None => ModuleCache::default_dir()?,
+    };
+    match ModuleCache::open(&dir) {
+        Ok(cache) => Some(cache),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "module cache unavailable, compiling every start: {e}");
+            None
+        }
+    }
+}
+
+fn read_module(
+    loaded: &Loaded,
+    module: &str,
+    builtins: &[(&str, &[u8])],
+) -> Result<Vec<u8>, String> {
+    if let Some(name) = module.strip_prefix(BUILTIN_PREFIX) {
+        return builtins
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, wasm)| wasm.to_vec())
+            .ok_or_else(|| {
+                let names: Vec<&str> = builtins.iter().map(|(n, _)| *n).collect();
+                format!("no built-in worker `{name}` (built in: {})", names.join(", "))
+            });
+    }
+    let path = loaded.resolve(module.as_ref());
+    std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+}
+
+/// An error and its causes, `: `-separated.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// One line per request, at a level set by who failed: info for success and client errors,
+/// warn for workers, error for the host.
+fn access_log(
+    id: RequestId,
+    method: &http::Method,
+    path: &str,
+    logged: &Logged<'_>,
+    status: u16,
+    elapsed: Duration,
+    error: Option<&RequestError>,
+) {
+    let route = logged.route.unwrap_or("-");
+    let worker = logged.worker.unwrap_or("-");
+    let duration_us = elapsed.as_micros() as u64;
+    let source = error.map_or("-", |e| e.kind.source().as_str());
+    let code = error.map_or("-", |e| e.kind.code());
+    let detail = error.map_or("", |e| e.detail.as_str());
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                target: "edgegate::access",
+                $level,
+                request_id = %id,
+                %method,
+                path,
+                route,
+                worker,
+                status,
+                duration_us,
+                source,
+                error = code,
+                detail,
+            )
+        };
+    }
+    match error.map(|e| e.kind.source()) {
+        None | Some(Source::Client) => line!(tracing::Level::INFO),
+        Some(Source::Worker | Source::Upstream) => line!(tracing::Level::WARN),
+        Some(Source::Host) => line!(tracing::Level::ERROR),
+    }
+}
+
+/// Unique request ids: a random start, then counting.
+#[derive(Debug)]
+struct RequestIds {
+    start: u64,
+    next: AtomicU64,
+}
+
+impl RequestIds {
+    fn new() -> Self {
+        let mut bytes = [0u8; 8];
+        // A fixed start would only make ids less unique across restarts.
+        let _ = getrandom::fill(&mut bytes);
+        Self { start: u64::from_le_bytes(bytes), next: AtomicU64::new(0) }
+    }
+
+    fn next(&self) -> RequestId {
+        RequestId(self.start.wrapping_add(self.next.fetch_add(1, Ordering::Relaxed)))
+    }
+}

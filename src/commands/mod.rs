@@ -1,0 +1,52 @@
+//! The subcommands, one per file.
+
+mod check;
+mod serve;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use edgegate_host::config::Loaded;
+
+/// The subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Serve the configured routes (or, without --config, the bundled demo).
+    Serve(serve::ServeCommand),
+    /// Check a configuration and its modules without serving; exits 0 if it is good, 1 if not.
+    Check(check::CheckCommand),
+}
+
+impl Command {
+    /// Runs the subcommand.
+    pub fn execute(self) -> anyhow::Result<()> {
+        match self {
+            Self::Serve(command) => command.execute(),
+            Self::Check(command) => command.execute(),
+        }
+    }
+}
+
+/// Flags shared by every subcommand that reads a configuration.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    /// The configuration file. Without it, the bundled demo configuration is used.
+    #[arg(long, short = 'c', env = "EDGEGATE_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// The demo: what `edgegate serve` runs without a configuration file.
+const DEMO_CONFIG: &str = include_str!("../demo.toml");
+
+impl ConfigArgs {
+    /// Reads and checks the configuration, or the demo one.
+    fn load(&self) -> anyhow::Result<Loaded> {
+        match &self.config {
+            Some(path) => Ok(Loaded::from_file(path)?),
+            None => {
+                let cwd = std::env::current_dir().context("reading the current directory")?;
+                Ok(Loaded::from_text(DEMO_CONFIG, "<built-in demo>", cwd)?)
+            }
+        }
+    }
+}

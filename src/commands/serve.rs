@@ -1,0 +1,54 @@
+//! `edgegate serve`.
+
+use std::io::Write;
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use edgegate_host::{Gateway, Server};
+
+use super::ConfigArgs;
+
+/// Serve the configured routes.
+#[derive(Debug, clap::Args)]
+pub struct ServeCommand {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Address of the HTTP listener; overrides `server.listen`. Port 0 picks a free port and
+    /// prints it.
+    #[arg(long, env = "EDGEGATE_LISTEN", value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Address of the admin listener (/healthz); overrides `server.admin`.
+    #[arg(long, env = "EDGEGATE_ADMIN", value_name = "ADDR")]
+    admin: Option<SocketAddr>,
+}
+
+impl ServeCommand {
+    /// Loads the workers, binds, prints the bound addresses, serves until SIGINT or SIGTERM,
+    /// drains, and returns.
+    pub fn execute(self) -> anyhow::Result<()> {
+        let loaded = self.config.load()?;
+        if self.config.config.is_none() {
+            tracing::info!("no --config given: serving the bundled demo (POST JSON to /echo)");
+        }
+        let listen = self.listen.unwrap_or(loaded.config.server.listen);
+        let admin = self.admin.unwrap_or(loaded.config.server.admin);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("edgegate")
+            .build()
+            .context("starting the async runtime")?;
+        runtime.block_on(async {
+            let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN)?;
+            let server = Server::bind(gateway, listen, admin)
+                .await
+                .with_context(|| format!("binding {listen} and {admin}"))?;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "listening on http://{}", server.local_addr()?)?;
+            writeln!(stdout, "admin on http://{}", server.admin_addr()?)?;
+            stdout.flush()?;
+            drop(stdout);
+            server.run(edgegate_host::shutdown_signal()).await;
+            anyhow::Ok(())
+        })
+    }
+}
