@@ -37,7 +37,7 @@ struct Target {
 pub struct Gateway {
     router: Router<Target>,
     server: ServerConfig,
-    permits: Semaphore,
+    pub(crate) permits: Semaphore,
     ids: RequestIds,
     runtime: Runtime,
 }

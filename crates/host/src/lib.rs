@@ -26,5 +26,8 @@ mod listener;
 pub mod router;
 pub mod size;
 
+#[cfg(test)]
+mod tests;
+
 pub use gateway::Gateway;
 pub use listener::{Server, shutdown_signal};

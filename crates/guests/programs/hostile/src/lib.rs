@@ -1,4 +1,5 @@
-//! A hostile guest for the gateway's tests. The path picks the misbehaviour:
+//! A hostile guest for the gateway's tests. The last segment of the path picks the
+//! misbehaviour, so the guest works under any route prefix (`/h/loop` is `/loop`):
 //!
 //! | path | does |
 //! |---|---|
@@ -54,12 +55,13 @@ fn hex(bytes: &[u8]) -> Vec<u8> {
 
 /// The handler.
 pub fn handle(req: &Request) -> Response {
-    match req.path() {
-        "/ok" => Response::text(200, "ok"),
-        "/loop" => loop {
+    let behaviour = req.path().rsplit('/').next().unwrap_or("");
+    match behaviour {
+        "ok" => Response::text(200, "ok"),
+        "loop" => loop {
             black_box(());
         },
-        "/spin" => {
+        "spin" => {
             let until = host::monotonic_now() + param(req, "ms") * 1_000_000;
             let mut n = 0u64;
             while host::monotonic_now() < until {
@@ -69,45 +71,45 @@ pub fn handle(req: &Request) -> Response {
             }
             Response::text(200, "spun")
         }
-        "/grow" => grow_past_the_cap(),
-        "/alloc" => {
+        "grow" => grow_past_the_cap(),
+        "alloc" => {
             let big: Vec<u8> = vec![1; 64 << 20];
             Response::new(200, &big[..1])
         }
-        "/bomb" => {
+        "bomb" => {
             let mut blocks = Vec::new();
             loop {
                 blocks.push(black_box(Box::new([7u8; 65536])));
             }
         }
-        "/recurse" => {
+        "recurse" => {
             let depth = recurse(0, black_box(u64::MAX));
             Response::new(200, &depth.to_le_bytes())
         }
-        "/trap" => trap(),
-        "/panic" => panic!("the hostile guest panics on purpose"),
-        "/hostcalls" => {
+        "trap" => trap(),
+        "panic" => panic!("the hostile guest panics on purpose"),
+        "hostcalls" => {
             let mut sum = 0u64;
             loop {
                 sum = sum.wrapping_add(black_box(host::monotonic_now()));
             }
         }
-        "/leak" => {
+        "leak" => {
             let seen: Vec<u8> = SECRET.iter().map(|b| b.load(Ordering::Relaxed)).collect();
             for (i, b) in SECRET.iter().enumerate() {
                 b.store(0xA0 + i as u8, Ordering::Relaxed);
             }
             Response::new(200, &hex(&seen))
         }
-        "/bytes" => Response::new(200, &vec![b'x'; param(req, "n") as usize]),
-        "/bad-header" => Response::builder(200).header("bad header\n", "x").body("x"),
-        "/forward" => Forward::to("nowhere").set_header("x-from", "hostile").into(),
-        "/unavailable" => Response::error(ErrorCode::Unavailable, "hostile says: try later"),
-        "/config" => match req.query_param("key").and_then(host::config) {
+        "bytes" => Response::new(200, &vec![b'x'; param(req, "n") as usize]),
+        "bad-header" => Response::builder(200).header("bad header\n", "x").body("x"),
+        "forward" => Forward::to("nowhere").set_header("x-from", "hostile").into(),
+        "unavailable" => Response::error(ErrorCode::Unavailable, "hostile says: try later"),
+        "config" => match req.query_param("key").and_then(host::config) {
             Some(value) => Response::text(200, &value),
             None => Response::text(404, "not configured"),
         },
-        "/random" => {
+        "random" => {
             let mut bytes = [0u8; 16];
             match host::random_fill(&mut bytes) {
                 Ok(()) => Response::new(200, &hex(&bytes)),
