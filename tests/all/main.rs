@@ -1,1 +1,10 @@
+//! End-to-end tests: the real `edgegate` binary over real loopback sockets.
+//!
+//! One test binary (link time dominates on small machines), one module per topic.
 
+mod cli;
+mod demo;
+mod hostile;
+mod limits;
+mod shutdown;
+mod support;

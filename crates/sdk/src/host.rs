@@ -104,7 +104,7 @@ mod tests {
         write!(b, "aé").unwrap();
         assert_eq!(b.as_str(), "a", "half of a 2-byte character is not written");
         let mut b = LineBuffer::<3>::new();
-        write!(b, "a{}", "é").unwrap();
+        write!(b, "aé").unwrap();
         write!(b, "x").unwrap();
         assert_eq!(b.as_str(), "aé", "a full buffer takes nothing more");
     }

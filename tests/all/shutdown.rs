@@ -1,0 +1,58 @@
+//! Graceful shutdown: on SIGTERM or SIGINT the gateway stops accepting, finishes what is in
+//! flight, and exits 0.
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use rustix::process::Signal;
+
+use crate::support::{Gateway, get, runtime_section};
+
+fn config() -> String {
+    format!(
+        r#"
+        {runtime}
+        [workers.hostile]
+        module = "{hostile}"
+        limits = {{ cpu = "10s", deadline = "10s", hostcalls = 1000000 }}
+
+        [[routes]]
+        prefix = "/h"
+        worker = "hostile"
+        "#,
+        runtime = runtime_section(),
+        hostile = edgegate_guests::HOSTILE,
+    )
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_then_exits_0() {
+    let mut gw = Gateway::start(&config());
+    let (addr, admin) = (gw.addr, gw.admin);
+    let in_flight = std::thread::spawn(move || get(addr, "/h/spin?ms=2000"));
+    std::thread::sleep(Duration::from_millis(500));
+    gw.signal(Signal::TERM);
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Draining: no new connections, and health checks say so.
+    assert!(TcpStream::connect(addr).is_err(), "still accepting after SIGTERM");
+    assert_eq!(get(admin, "/healthz").status, 503);
+
+    let reply = in_flight.join().unwrap();
+    assert_eq!(
+        (reply.status, reply.text().as_str()),
+        (200, "spun"),
+        "the in-flight request finished"
+    );
+    let status = gw.wait(Duration::from_secs(30)).expect("exits after draining");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn sigint_exits_0() {
+    let mut gw = Gateway::start(&config());
+    assert_eq!(get(gw.addr, "/h/ok").status, 200);
+    gw.signal(Signal::INT);
+    let status = gw.wait(Duration::from_secs(30)).expect("exits on SIGINT");
+    assert_eq!(status.code(), Some(0));
+}

@@ -1,0 +1,224 @@
+//! Running the real `edgegate` binary on loopback, and a small HTTP/1.1 client to talk to it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long the gateway may take to start (it may compile modules).
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One shared module cache for every test process, so each module compiles once per run.
+pub fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("module-cache")
+}
+
+/// A running `edgegate serve`. Killed on drop.
+pub struct Gateway {
+    child: Child,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    stderr: Option<JoinHandle<String>>,
+    _dir: tempfile::TempDir,
+}
+
+/// Writes `config` to a fresh directory; returns the directory and the file.
+pub fn write_config(config: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edgegate.toml");
+    std::fs::write(&path, config).unwrap();
+    (dir, path)
+}
+
+/// A config's `[runtime]` table pointing at the shared test cache.
+pub fn runtime_section() -> String {
+    format!("[runtime]\ncache_dir = {:?}\n", cache_dir().display().to_string())
+}
+
+impl Gateway {
+    /// `edgegate serve --config <config>` on free ports.
+    pub fn start(config: &str) -> Self {
+        let (dir, path) = write_config(config);
+        Self::spawn(&["--config", path.to_str().unwrap()], &[], dir)
+    }
+
+    /// `edgegate serve` with no configuration: the bundled demo.
+    pub fn demo(env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_home = cache_dir().join("xdg");
+        let mut env = env.to_vec();
+        env.push(("XDG_CACHE_HOME", cache_home.to_str().unwrap()));
+        Self::spawn(&[], &env, dir)
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)], dir: tempfile::TempDir) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+            .arg("serve")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .env_remove("EDGEGATE_LOG")
+            .env_remove("EDGEGATE_CONFIG")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning edgegate");
+        let stderr = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut text);
+            text
+        });
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut gateway =
+            Self { child, addr: unbound(), admin: unbound(), stderr: Some(stderr), _dir: dir };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while gateway.addr == unbound() || gateway.admin == unbound() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = rx.recv_timeout(left) else {
+                let (status, stderr) = gateway.stop();
+                panic!("edgegate did not report its addresses ({status}); stderr:\n{stderr}");
+            };
+            if let Some(addr) = line.strip_prefix("listening on http://") {
+                gateway.addr = addr.parse().unwrap();
+            } else if let Some(addr) = line.strip_prefix("admin on http://") {
+                gateway.admin = addr.parse().unwrap();
+            }
+        }
+        gateway
+    }
+
+    /// Sends a signal to the process.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself.
+    pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Stops the process (SIGTERM, then SIGKILL after 30 s) and returns how it exited and
+    /// everything it wrote to stderr.
+    pub fn stop(&mut self) -> (ExitStatus, String) {
+        if self.child.try_wait().unwrap().is_none() {
+            self.signal(rustix::process::Signal::TERM);
+        }
+        let status = match self.wait(Duration::from_secs(30)) {
+            Some(status) => status,
+            None => {
+                let _ = self.child.kill();
+                self.child.wait().unwrap()
+            }
+        };
+        let stderr = self.stderr.take().map(|h| h.join().unwrap()).unwrap_or_default();
+        (status, stderr)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unbound() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 0))
+}
+
+/// A response read off the wire.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!("body is not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body))
+        })
+    }
+
+    /// The `error` code of a gateway error body.
+    pub fn error(&self) -> String {
+        self.json()["error"].as_str().unwrap_or_default().to_owned()
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`).
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-length")) {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    read_reply(&mut stream)
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> Reply {
+    http(addr, "GET", path, &[], b"")
+}
+
+pub fn post(addr: SocketAddr, path: &str, body: &[u8]) -> Reply {
+    http(addr, "POST", path, &[], body)
+}
+
+/// Reads one response from a connection the server closes after it.
+pub fn read_reply(stream: &mut TcpStream) -> Reply {
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete response head");
+    let head = String::from_utf8(raw[..split].to_vec()).unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if let Some(len) = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-length")) {
+        body.truncate(len.1.parse().unwrap());
+    }
+    Reply { status, headers, body }
+}
