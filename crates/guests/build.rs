@@ -24,7 +24,14 @@ fn main() {
     let workspace = manifest_dir.parent().and_then(Path::parent).unwrap().to_path_buf();
     let test_programs = env::var_os("CARGO_FEATURE_TEST_PROGRAMS").is_some();
 
-    for path in ["crates/abi", "crates/sdk", "workers", "crates/guests/programs", "Cargo.lock"] {
+    for path in [
+        "crates/abi",
+        "crates/sdk",
+        "workers",
+        "crates/guests/programs",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", workspace.join(path).display());
     }
     println!("cargo:rerun-if-changed={}", workspace.join(".cargo/config.toml").display());

@@ -4,7 +4,7 @@
 //! `"2MiB"`. An error names the file, the key and the problem:
 //!
 //! ```text
-//! edgegate.toml: workers.echo.limits.cpu: invalid duration `2 parsecs`: unknown time unit "parsecs" (line 9, column 7)
+//! edgegate.toml: workers.echo.limits.cpu: invalid duration `2 parsecs`: unknown time unit "parsecs", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations) (line 9, column 7)
 //! ```
 //!
 //! `docs/configuration.md` documents every key; the types here carry the same text.
@@ -53,7 +53,7 @@ pub struct ServerConfig {
     /// waits up to `queue_timeout`, then gets 503 with `Retry-After`. Default 256.
     pub max_concurrency: u32,
     /// How long a request may wait for a concurrency slot. Default 50ms.
-    #[serde(with = "humantime_serde")]
+    #[serde(deserialize_with = "duration")]
     pub queue_timeout: Duration,
     /// Request headers at most; more gets 431. Default 100.
     pub max_headers: usize,
@@ -64,14 +64,14 @@ pub struct ServerConfig {
     pub max_request_body: ByteSize,
     /// Time a client has to send a request's headers, from the first byte; past it the
     /// connection is closed. Default 10s.
-    #[serde(with = "humantime_serde")]
+    #[serde(deserialize_with = "duration")]
     pub header_read_timeout: Duration,
     /// Time a client has to send a whole request body; past it, 408. Default 30s.
-    #[serde(with = "humantime_serde")]
+    #[serde(deserialize_with = "duration")]
     pub body_read_timeout: Duration,
     /// On SIGINT or SIGTERM, how long in-flight requests may take to finish before the process
     /// exits anyway. Default 30s.
-    #[serde(with = "humantime_serde")]
+    #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
 }
 
@@ -103,7 +103,7 @@ pub struct RuntimeSection {
     /// `~/.cache/edgegate/modules`.
     pub cache_dir: Option<PathBuf>,
     /// How often running guests are checked against their CPU budget and deadline. Default 1ms.
-    #[serde(with = "humantime_serde")]
+    #[serde(deserialize_with = "duration")]
     pub epoch_tick: Duration,
     /// The largest memory limit any worker may have; sizes the instance pool's address space.
     /// Default 128MiB.
@@ -147,10 +147,10 @@ pub struct WorkerLimits {
     /// Linear memory. Default 2MiB.
     pub memory: ByteSize,
     /// CPU time per request. Default 2ms.
-    #[serde(with = "humantime_serde")]
+    #[serde(deserialize_with = "duration")]
     pub cpu: Duration,
     /// Wall-clock time per request. Default 1s.
-    #[serde(with = "humantime_serde")]
+    #[serde(deserialize_with = "duration")]
     pub deadline: Duration,
     /// Request body. Default 1MiB.
     pub request_body: ByteSize,
@@ -205,6 +205,14 @@ pub struct RouteConfig {
     pub methods: Vec<String>,
     /// The worker that serves the request.
     pub worker: String,
+}
+
+/// Reads a duration written like `"2ms"`, `"1s 500ms"` or `"1m"` (humantime's syntax), and
+/// says what is wrong with one that is not.
+fn duration<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text)
+        .map_err(|e| serde::de::Error::custom(format!("invalid duration `{text}`: {e}")))
 }
 
 /// A configuration error, naming where it is.

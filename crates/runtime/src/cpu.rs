@@ -19,7 +19,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::Pin;
 use std::time::Duration;
 
 #[derive(Clone, Copy)]
@@ -44,8 +44,7 @@ fn thread_cpu() -> Duration {
 /// Drives `future`, charging the CPU time of each poll to it, so that [`used`] can tell inside a
 /// poll how much the future has consumed. The final poll is not measured at its end: nobody
 /// asks afterwards, and that saves a clock read per request.
-pub(crate) async fn metered<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
+pub(crate) async fn metered<F: Future>(mut future: Pin<&mut F>) -> F::Output {
     let mut charged = Duration::ZERO;
     std::future::poll_fn(move |cx| {
         let started = thread_cpu();
@@ -69,6 +68,7 @@ pub(crate) fn used() -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::pin::pin;
 
     fn burn(d: Duration) {
         let start = thread_cpu();
@@ -80,7 +80,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn charges_polls_but_not_waits() {
         assert_eq!(used(), None);
-        let seen = metered(async {
+        let seen = metered(pin!(async {
             burn(Duration::from_millis(5));
             let first = used().unwrap();
             // Waiting is not charged: sleep, then check that the total barely moved.
@@ -88,7 +88,7 @@ mod tests {
             let after_wait = used().unwrap();
             burn(Duration::from_millis(5));
             (first, after_wait, used().unwrap())
-        })
+        }))
         .await;
         let (first, after_wait, last) = seen;
         assert!(first >= Duration::from_millis(5));

@@ -246,8 +246,13 @@ pub(crate) async fn run(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(on_epoch);
 
-    let call = cpu::metered(call_guest(&mut store, &target, request_len));
-    let packed = match tokio::time::timeout_at((started + limits.deadline).into(), call).await {
+    // Pinned in place: the future holds Wasmtime's instantiate and call state (a few KiB), and
+    // moving it into the meter and the timeout would copy all of it on every request.
+    let result = {
+        let call = std::pin::pin!(call_guest(&mut store, &target, request_len));
+        tokio::time::timeout_at((started + limits.deadline).into(), cpu::metered(call)).await
+    };
+    let packed = match result {
         Ok(Ok(packed)) => packed,
         Ok(Err(error)) => return Err(classify(store.data(), error)),
         Err(_elapsed) => {
