@@ -5,26 +5,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::support::{Gateway, get, http, runtime_section};
+use crate::support::{Gateway, get, http, spinning_hostile};
 
 fn config(server: &str) -> String {
-    format!(
-        r#"
-        [server]
-        {server}
-
-        {runtime}
-        [workers.hostile]
-        module = "{hostile}"
-        limits = {{ cpu = "10s", deadline = "10s", hostcalls = 1000000, request_body = "1KiB" }}
-
-        [[routes]]
-        prefix = "/h"
-        worker = "hostile"
-        "#,
-        runtime = runtime_section(),
-        hostile = edgegate_guests::HOSTILE,
-    )
+    spinning_hostile(server, r#", request_body = "1KiB""#)
 }
 
 #[test]

@@ -6,23 +6,10 @@ use std::time::Duration;
 
 use rustix::process::Signal;
 
-use crate::support::{Gateway, get, runtime_section};
+use crate::support::{Gateway, get, spinning_hostile};
 
 fn config() -> String {
-    format!(
-        r#"
-        {runtime}
-        [workers.hostile]
-        module = "{hostile}"
-        limits = {{ cpu = "10s", deadline = "10s", hostcalls = 1000000 }}
-
-        [[routes]]
-        prefix = "/h"
-        worker = "hostile"
-        "#,
-        runtime = runtime_section(),
-        hostile = edgegate_guests::HOSTILE,
-    )
+    spinning_hostile("", "")
 }
 
 #[test]

@@ -38,6 +38,28 @@ pub fn runtime_section() -> String {
     format!("[runtime]\ncache_dir = {:?}\n", cache_dir().display().to_string())
 }
 
+/// A config that serves the hostile test guest under `/h/`, with room to spin (10 s of CPU and
+/// deadline, a million host calls). `server` goes into `[server]`; `limits` adds worker limits.
+pub fn spinning_hostile(server: &str, limits: &str) -> String {
+    format!(
+        r#"
+        [server]
+        {server}
+
+        {runtime}
+        [workers.hostile]
+        module = "{hostile}"
+        limits = {{ cpu = "10s", deadline = "10s", hostcalls = 1000000 {limits} }}
+
+        [[routes]]
+        prefix = "/h"
+        worker = "hostile"
+        "#,
+        runtime = runtime_section(),
+        hostile = edgegate_guests::HOSTILE,
+    )
+}
+
 impl Gateway {
     /// `edgegate serve --config <config>` on free ports.
     pub fn start(config: &str) -> Self {

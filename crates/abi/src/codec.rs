@@ -67,6 +67,13 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// One `[name_len][value_len][name][value]` entry, as header blocks and edit blocks use.
+    pub(crate) fn entry(&mut self) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
+        let name_len = self.u32()?;
+        let value_len = self.u32()?;
+        Ok((self.bytes(name_len)?, self.bytes(value_len)?))
+    }
+
     pub(crate) fn str(&mut self, len: u32) -> Result<&'a str, DecodeError> {
         core::str::from_utf8(self.bytes(len)?).map_err(|_| DecodeError::NotUtf8)
     }
@@ -147,10 +154,7 @@ impl<'a> HeaderBlock<'a> {
     pub(crate) fn parse(bytes: &'a [u8], count: u32) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
         for _ in 0..count {
-            let name_len = r.u32()?;
-            let value_len = r.u32()?;
-            r.bytes(name_len)?;
-            r.bytes(value_len)?;
+            r.entry()?;
         }
         r.finish()?;
         Ok(Self { bytes, count })
@@ -233,13 +237,9 @@ impl<'a> Iterator for HeaderIter<'a> {
             return None;
         }
         self.left -= 1;
-        // The block was validated by `HeaderBlock::parse`, so these cannot fail; if they did,
+        // The block was validated by `HeaderBlock::parse`, so this cannot fail; if it did,
         // iteration would simply end.
-        let name_len = self.reader.u32().ok()?;
-        let value_len = self.reader.u32().ok()?;
-        let name = self.reader.bytes(name_len).ok()?;
-        let value = self.reader.bytes(value_len).ok()?;
-        Some((name, value))
+        self.reader.entry().ok()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

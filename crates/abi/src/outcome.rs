@@ -151,10 +151,7 @@ impl<'a> EditBlock<'a> {
         let mut r = Reader::new(bytes);
         for _ in 0..count {
             EditOp::from_code(r.u32()?)?;
-            let name_len = r.u32()?;
-            let value_len = r.u32()?;
-            r.bytes(name_len)?;
-            r.bytes(value_len)?;
+            r.entry()?;
         }
         r.finish()?;
         Ok(Self { bytes, count })
@@ -176,9 +173,8 @@ impl<'a> EditBlock<'a> {
         (0..self.count).map_while(move |_| {
             // Validated by `parse`; a failure would only end the iteration.
             let op = EditOp::from_code(r.u32().ok()?).ok()?;
-            let name_len = r.u32().ok()?;
-            let value_len = r.u32().ok()?;
-            Some((op, r.bytes(name_len).ok()?, r.bytes(value_len).ok()?))
+            let (name, value) = r.entry().ok()?;
+            Some((op, name, value))
         })
     }
 }

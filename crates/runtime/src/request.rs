@@ -286,7 +286,8 @@ async fn call_guest(
 
 /// Turns a failed call into the kind of failure it was.
 fn classify(state: &RequestState, error: wasmtime::Error) -> ExecError {
-    let detail = format!("{error:?}");
+    // The trap, its cause and the guest's backtrace, on one line for the access log.
+    let detail = format!("{error:?}").split_whitespace().collect::<Vec<_>>().join(" ");
     let kind = match state.stop {
         Some(Stop::Cpu) => ExecErrorKind::CpuBudgetExceeded,
         Some(Stop::Deadline) => ExecErrorKind::DeadlineExceeded,
