@@ -3,7 +3,7 @@
 //! * Demo workers are embedded as bytes ([`ECHO_JSON`]); [`BUILTIN`] lists them by the name a
 //!   configuration uses (`module = "builtin:echo-json"`).
 //! * With the `test-programs` feature (dev-dependencies only), the hostile guests used by tests
-//!   are built too and named by path: [`HOSTILE`] (Rust, see
+//!   are built too and named by path: `HOSTILE` (Rust, see
 //!   `programs/hostile/src/lib.rs`) and one constant per `programs/*.wat` file.
 
 #![deny(missing_docs)]

@@ -136,7 +136,7 @@ pub(crate) struct RequestState {
     pub(crate) worker: Arc<WorkerShared>,
     pub(crate) request: GuestRequest,
     pub(crate) request_len: u32,
-    pub(crate) request_id: u64,
+    pub(crate) request_id: RequestId,
     pub(crate) memory: Option<Memory>,
     pub(crate) hostcalls: u32,
     pub(crate) stop: Option<Stop>,
@@ -223,7 +223,7 @@ pub(crate) struct Target<'a> {
 pub(crate) async fn run(
     target: Target<'_>,
     request: GuestRequest,
-    request_id: u64,
+    request_id: RequestId,
 ) -> Result<GuestOutcome, ExecError> {
     let limits = &target.shared.limits;
     let request_len = edgegate_abi::request::encoded_len(&request.parts())
@@ -340,15 +340,11 @@ fn decode(
                     format!("{} bytes, limit {}", body.len(), limits.response_body),
                 ));
             }
-            let invalid = |detail: String| ExecError::new(ExecErrorKind::InvalidResponse, detail);
             let status = StatusCode::from_u16(status).map_err(|e| invalid(e.to_string()))?;
             let mut map = HeaderMap::with_capacity(headers.len());
             for (name, value) in headers {
-                let name = HeaderName::from_bytes(name).map_err(|_| {
-                    invalid(format!("bad header name {:?}", String::from_utf8_lossy(name)))
-                })?;
-                let value = HeaderValue::from_bytes(value)
-                    .map_err(|_| invalid(format!("bad value for header {name}")))?;
+                let name = header_name(name)?;
+                let value = header_value(&name, value)?;
                 if !CONNECTION_HEADERS.contains(&name) {
                     map.append(name, value);
                 }
@@ -359,20 +355,15 @@ fn decode(
             Ok(GuestOutcome::Response(response))
         }
         AbiOutcome::Forward { upstream, edits } => {
-            let invalid = |detail: String| ExecError::new(ExecErrorKind::InvalidResponse, detail);
             let edits = edits
                 .iter()
                 .map(|(op, name, value)| {
-                    let name = HeaderName::from_bytes(name).map_err(|_| {
-                        invalid(format!("bad header name {:?}", String::from_utf8_lossy(name)))
-                    })?;
-                    let value = || {
-                        HeaderValue::from_bytes(value)
-                            .map_err(|_| invalid(format!("bad value for header {name}")))
-                    };
+                    let name = header_name(name)?;
                     Ok(match op {
-                        EditOp::Set => HeaderEdit::Set(name.clone(), value()?),
-                        EditOp::Append => HeaderEdit::Append(name.clone(), value()?),
+                        EditOp::Set => HeaderEdit::Set(name.clone(), header_value(&name, value)?),
+                        EditOp::Append => {
+                            HeaderEdit::Append(name.clone(), header_value(&name, value)?)
+                        }
                         EditOp::Remove => HeaderEdit::Remove(name),
                     })
                 })
@@ -387,4 +378,17 @@ fn decode(
             Err(ExecError::new(kind, format!("{code:?}: {message}")))
         }
     }
+}
+
+fn invalid(detail: String) -> ExecError {
+    ExecError::new(ExecErrorKind::InvalidResponse, detail)
+}
+
+fn header_name(name: &[u8]) -> Result<HeaderName, ExecError> {
+    HeaderName::from_bytes(name)
+        .map_err(|_| invalid(format!("bad header name {:?}", String::from_utf8_lossy(name))))
+}
+
+fn header_value(name: &HeaderName, value: &[u8]) -> Result<HeaderValue, ExecError> {
+    HeaderValue::from_bytes(value).map_err(|_| invalid(format!("bad value for header {name}")))
 }

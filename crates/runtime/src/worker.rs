@@ -99,7 +99,7 @@ impl Worker {
             handle: &inner.handle,
             memory: &inner.memory,
         };
-        request::run(target, request, id.0).await
+        request::run(target, request, id).await
     }
 }
 

@@ -13,7 +13,7 @@
 //!
 //! `realloc` of the most recent block grows it in place, so a `Vec` that is pushed to while
 //! nothing else allocates never copies. All `unsafe` of the SDK lives in this module and in
-//! [`crate::sys`].
+//! `sys`.
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::Cell;

@@ -3,7 +3,7 @@
 use edgegate_abi::HostError;
 use wasmtime::Caller;
 
-use super::{enter, err, slice, slice_mut};
+use super::{enter, slice, slice_mut};
 use crate::request::RequestState;
 
 /// Keys longer than this cannot be configured, so they are refused without a lookup.
@@ -17,19 +17,19 @@ pub(super) fn config_get(
     out_cap: u32,
 ) -> wasmtime::Result<i32> {
     let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(err(HostError::InvalidArgument));
+        return Ok(HostError::InvalidArgument.code());
     };
     if key_len > MAX_KEY {
-        return Ok(err(HostError::NotFound));
+        return Ok(HostError::NotFound.code());
     }
     let Some(key) = slice(data, key_ptr, key_len).and_then(|k| std::str::from_utf8(k).ok()) else {
-        return Ok(err(HostError::InvalidArgument));
+        return Ok(HostError::InvalidArgument.code());
     };
-    let Some(value) = state.worker.config.get(key) else { return Ok(err(HostError::NotFound)) };
-    let Ok(len) = i32::try_from(value.len()) else { return Ok(err(HostError::LimitExceeded)) };
+    let Some(value) = state.worker.config.get(key) else { return Ok(HostError::NotFound.code()) };
+    let Ok(len) = i32::try_from(value.len()) else { return Ok(HostError::LimitExceeded.code()) };
     if value.len() <= out_cap as usize {
         let Some(out) = slice_mut(data, out_ptr, value.len() as u32) else {
-            return Ok(err(HostError::InvalidArgument));
+            return Ok(HostError::InvalidArgument.code());
         };
         out.copy_from_slice(value.as_bytes());
     }

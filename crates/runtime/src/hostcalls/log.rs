@@ -4,7 +4,7 @@ use edgegate_abi::LogLevel;
 use wasmtime::Caller;
 
 use super::{enter, slice};
-use crate::request::{RequestId, RequestState};
+use crate::request::RequestState;
 
 /// Longer messages are cut to this many bytes.
 const MAX_MESSAGE: u32 = 1024;
@@ -19,7 +19,7 @@ pub(super) fn log_write(
     let Some(bytes) = slice(data, ptr, len.min(MAX_MESSAGE)) else { return Ok(()) };
     let message = String::from_utf8_lossy(bytes);
     let worker = state.worker.name.as_str();
-    let request_id = RequestId(state.request_id);
+    let request_id = state.request_id;
     let cut = len > MAX_MESSAGE;
     macro_rules! emit {
         ($level:expr) => {

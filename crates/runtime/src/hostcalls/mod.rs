@@ -2,7 +2,7 @@
 //!
 //! Every function first charges the request's host-call budget, then reads or writes guest
 //! memory only through the bounds-checked helpers here. A bad pointer or length is the guest's
-//! problem: it gets [`HostError::InvalidArgument`], never a host panic.
+//! problem: it gets [`edgegate_abi::HostError::InvalidArgument`], never a host panic.
 
 mod clock;
 mod config;
@@ -10,7 +10,7 @@ mod log;
 mod random;
 mod request;
 
-use edgegate_abi::{HostError, IMPORT_MODULE, imports};
+use edgegate_abi::{IMPORT_MODULE, imports};
 use wasmtime::{Caller, Engine, Linker};
 
 use crate::request::RequestState;
@@ -24,11 +24,6 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> 
     linker.func_wrap(IMPORT_MODULE, imports::RANDOM_FILL, random::random_fill)?;
     linker.func_wrap(IMPORT_MODULE, imports::CONFIG_GET, config::config_get)?;
     Ok(linker)
-}
-
-/// The result a host function returns for `error`.
-const fn err(error: HostError) -> i32 {
-    error.code()
 }
 
 /// Charges one host call, then gives the guest's memory and the request state together.

@@ -3,7 +3,7 @@
 use edgegate_abi::HostError;
 use wasmtime::Caller;
 
-use super::{enter, err, slice_mut};
+use super::{enter, slice_mut};
 use crate::request::RequestState;
 
 /// At most this many bytes per call.
@@ -14,13 +14,13 @@ pub(super) fn random_fill(
     ptr: u32,
     len: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, _)) = enter(&mut caller)? else { return Ok(err(HostError::InvalidArgument)) };
+    let Some((data, _)) = enter(&mut caller)? else { return Ok(HostError::InvalidArgument.code()) };
     if len > MAX_BYTES {
-        return Ok(err(HostError::LimitExceeded));
+        return Ok(HostError::LimitExceeded.code());
     }
-    let Some(out) = slice_mut(data, ptr, len) else { return Ok(err(HostError::InvalidArgument)) };
+    let Some(out) = slice_mut(data, ptr, len) else { return Ok(HostError::InvalidArgument.code()) };
     match getrandom::fill(out) {
         Ok(()) => Ok(0),
-        Err(_) => Ok(err(HostError::Unavailable)),
+        Err(_) => Ok(HostError::Unavailable.code()),
     }
 }

@@ -3,7 +3,7 @@
 use edgegate_abi::HostError;
 use wasmtime::Caller;
 
-use super::{enter, err, slice_mut};
+use super::{enter, slice_mut};
 use crate::request::RequestState;
 
 pub(super) fn request_read(
@@ -12,14 +12,14 @@ pub(super) fn request_read(
     len: u32,
 ) -> wasmtime::Result<i32> {
     let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(err(HostError::InvalidArgument));
+        return Ok(HostError::InvalidArgument.code());
     };
     if len != state.request_len {
-        return Ok(err(HostError::InvalidArgument));
+        return Ok(HostError::InvalidArgument.code());
     }
-    let Some(out) = slice_mut(data, ptr, len) else { return Ok(err(HostError::InvalidArgument)) };
+    let Some(out) = slice_mut(data, ptr, len) else { return Ok(HostError::InvalidArgument.code()) };
     match edgegate_abi::request::encode(&state.request.parts(), out) {
         Ok(()) => Ok(0),
-        Err(_) => Ok(err(HostError::InvalidArgument)),
+        Err(_) => Ok(HostError::InvalidArgument.code()),
     }
 }
