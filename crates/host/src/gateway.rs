@@ -39,7 +39,9 @@ pub struct Gateway {
     server: ServerConfig,
     pub(crate) permits: Semaphore,
     ids: RequestIds,
-    runtime: Runtime,
+    /// Never read, only owned: it keeps the engine's epoch ticker running while the workers
+    /// serve.
+    _runtime: Runtime,
 }
 
 /// The request line of one request, kept for its access log line.
@@ -106,18 +108,13 @@ impl Gateway {
             server: config.server.clone(),
             permits: Semaphore::new(config.server.max_concurrency as usize),
             ids: RequestIds::new(),
-            runtime,
+            _runtime: runtime,
         })
     }
 
     /// The server settings in force.
     pub fn server(&self) -> &ServerConfig {
         &self.server
-    }
-
-    /// The runtime the workers run in.
-    pub fn runtime(&self) -> &Runtime {
-        &self.runtime
     }
 
     /// Serves one request: route, read the body within its limits, wait for a concurrency

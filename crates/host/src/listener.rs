@@ -58,8 +58,8 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then stops accepting and drains in-flight requests
-    /// for at most `shutdown_timeout`. Returns whether every connection finished in time.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> bool {
+    /// for at most `shutdown_timeout`.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let server = self.gateway.server().clone();
         let draining = Arc::new(AtomicBool::new(false));
         let admin = tokio::spawn(admin::serve(self.admin, draining.clone()));
@@ -121,15 +121,11 @@ impl Server {
         drop(self.http);
         draining.store(true, Ordering::Relaxed);
         tracing::info!(timeout = ?server.shutdown_timeout, "shutting down: no longer accepting, draining in-flight requests");
-        let drained =
-            tokio::time::timeout(server.shutdown_timeout, graceful.shutdown()).await.is_ok();
-        if drained {
-            tracing::info!("drained");
-        } else {
-            tracing::warn!("shutdown timeout: exiting with requests still in flight");
+        match tokio::time::timeout(server.shutdown_timeout, graceful.shutdown()).await {
+            Ok(()) => tracing::info!("drained"),
+            Err(_) => tracing::warn!("shutdown timeout: exiting with requests still in flight"),
         }
         admin.abort();
-        drained
     }
 }
 

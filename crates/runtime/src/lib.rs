@@ -91,11 +91,6 @@ impl Runtime {
         &self.config
     }
 
-    /// The module cache, if there is one.
-    pub fn cache(&self) -> Option<&ModuleCache> {
-        self.cache.as_ref()
-    }
-
     pub(crate) fn linker(&self) -> &Linker<RequestState> {
         &self.linker
     }

@@ -70,11 +70,6 @@ impl ModuleCache {
         Some(base.join("edgegate").join("modules"))
     }
 
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Loads the compiled form of `wasm` from the cache, or compiles and stores it.
     pub fn load_or_compile(
         &self,

@@ -229,7 +229,7 @@ pub(crate) async fn run(
     let request_len = edgegate_abi::request::encoded_len(&request.parts())
         .and_then(|len| u32::try_from(len).ok())
         .ok_or_else(|| ExecError::new(ExecErrorKind::Internal, "request does not fit in 4 GiB"))?;
-    let started = Instant::now();
+    let deadline = Instant::now() + limits.deadline;
     let state = RequestState {
         worker: target.shared.clone(),
         request,
@@ -239,7 +239,7 @@ pub(crate) async fn run(
         hostcalls: 0,
         stop: None,
         memory_refused: false,
-        deadline: started + limits.deadline,
+        deadline,
     };
     let mut store = Store::new(target.pre.module().engine(), state);
     store.limiter(|state| state);
@@ -250,7 +250,7 @@ pub(crate) async fn run(
     // moving it into the meter and the timeout would copy all of it on every request.
     let result = {
         let call = std::pin::pin!(call_guest(&mut store, &target, request_len));
-        tokio::time::timeout_at((started + limits.deadline).into(), cpu::metered(call)).await
+        tokio::time::timeout_at(deadline.into(), cpu::metered(call)).await
     };
     let packed = match result {
         Ok(Ok(packed)) => packed,
