@@ -38,6 +38,9 @@ impl ServeCommand {
             .build()
             .context("starting the async runtime")?;
         runtime.block_on(async {
+            // Before the addresses are printed: whoever reads them may signal at once.
+            let shutdown =
+                edgegate_host::shutdown_signal().context("installing signal handlers")?;
             let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN)?;
             let server = Server::bind(gateway, listen, admin)
                 .await
@@ -47,7 +50,7 @@ impl ServeCommand {
             writeln!(stdout, "admin on http://{}", server.admin_addr()?)?;
             stdout.flush()?;
             drop(stdout);
-            server.run(edgegate_host::shutdown_signal()).await;
+            server.run(shutdown).await;
             anyhow::Ok(())
         })
     }

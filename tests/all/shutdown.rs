@@ -43,3 +43,15 @@ fn sigint_exits_0() {
     let status = gw.wait(Duration::from_secs(30)).expect("exits on SIGINT");
     assert_eq!(status.code(), Some(0));
 }
+
+/// The handlers are in place once the addresses are printed: a supervisor that signals at
+/// once still gets a clean exit, not death by the default action (`code()` would be `None`).
+#[test]
+fn a_signal_right_after_startup_still_exits_0() {
+    for signal in [Signal::INT, Signal::TERM] {
+        let mut gw = Gateway::start(&config());
+        gw.signal(signal);
+        let status = gw.wait(Duration::from_secs(30)).expect("exits on the signal");
+        assert_eq!(status.code(), Some(0), "after {signal:?}");
+    }
+}

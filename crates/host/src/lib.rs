@@ -12,7 +12,7 @@
 //! let loaded = Loaded::from_file("edgegate.toml".as_ref())?;
 //! let gateway = Gateway::build(&loaded, &[])?;
 //! let server = Server::bind(gateway, loaded.config.server.listen, loaded.config.server.admin).await?;
-//! server.run(edgegate_host::shutdown_signal()).await;
+//! server.run(edgegate_host::shutdown_signal()?).await;
 //! # Ok(()) }
 //! ```
 
