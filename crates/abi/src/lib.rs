@@ -63,6 +63,7 @@
 extern crate alloc;
 
 mod codec;
+pub mod jws;
 pub mod outcome;
 pub mod request;
 
@@ -136,6 +137,23 @@ pub mod imports {
     /// written to `out` only when `n <= out_cap`, so a guest may ask again with a larger
     /// buffer. [`crate::HostError::NotFound`] when the key is not configured.
     pub const CONFIG_GET: &str = "config_get";
+    /// `clock_wall() -> i64`: nanoseconds since the Unix epoch, from the host's real-time clock.
+    /// For token lifetimes and timestamps; use [`CLOCK_MONOTONIC`] to measure durations.
+    pub const CLOCK_WALL: &str = "clock_wall";
+    /// `jws_verify(alg: i32, kid_ptr: i32, kid_len: i32, input_ptr: i32, input_len: i32,
+    /// sig_ptr: i32, sig_len: i32) -> i32`: checks a JWS signature against the worker's key set,
+    /// which lives in the host and never enters guest memory.
+    ///
+    /// `alg` is a [`crate::jws::Alg`] code, `kid` the token's key id (pass
+    /// [`crate::jws::NO_KID`] as `kid_len` when the token names none), `input` the signing input
+    /// (`header.payload`, as sent) and `sig` the decoded signature. Returns 0 when the signature
+    /// is valid; otherwise [`crate::HostError::NotFound`] (no such key),
+    /// [`crate::HostError::AlgorithmMismatch`] (the key is for another algorithm),
+    /// [`crate::HostError::BadSignature`], [`crate::HostError::NotGranted`] (the worker has no
+    /// keys), [`crate::HostError::Unavailable`] (a key source has not been fetched yet, or is
+    /// stale), [`crate::HostError::LimitExceeded`] (a kid or input over its cap) or
+    /// [`crate::HostError::InvalidArgument`].
+    pub const JWS_VERIFY: &str = "jws_verify";
 }
 
 /// The negative codes a host function returns on failure.
@@ -156,6 +174,11 @@ pub enum HostError {
     Unavailable = -5,
     /// The operation did not complete in time.
     Timeout = -6,
+    /// The key exists but is for another algorithm than the one asked for.
+    AlgorithmMismatch = -7,
+    /// The signature does not verify (including one of the wrong length, or an ECDSA signature
+    /// whose r or s is out of range).
+    BadSignature = -8,
 }
 
 impl HostError {
@@ -173,6 +196,8 @@ impl HostError {
             -4 => Self::NotGranted,
             -5 => Self::Unavailable,
             -6 => Self::Timeout,
+            -7 => Self::AlgorithmMismatch,
+            -8 => Self::BadSignature,
             _ => return None,
         })
     }
@@ -238,6 +263,8 @@ mod tests {
             HostError::NotGranted,
             HostError::Unavailable,
             HostError::Timeout,
+            HostError::AlgorithmMismatch,
+            HostError::BadSignature,
         ] {
             assert!(e.code() < 0);
             assert_eq!(HostError::from_code(e.code()), Some(e));

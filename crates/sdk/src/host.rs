@@ -1,4 +1,5 @@
-//! The host functions a worker can call: log, clock, random bytes and configuration.
+//! The host functions a worker can call: log, clocks, random bytes and configuration.
+//! (Signature checks are in [`crate::jwt`].)
 //!
 //! Each call counts against the worker's host-call budget (default 1000 per request).
 
@@ -27,6 +28,12 @@ pub fn log_fmt(level: LogLevel, args: fmt::Arguments<'_>) {
 /// Nanoseconds on the gateway's monotonic clock. Only differences mean anything.
 pub fn monotonic_now() -> u64 {
     crate::sys::monotonic_now()
+}
+
+/// Seconds since the Unix epoch, from the gateway's real-time clock: what token lifetimes
+/// (`exp`, `nbf`, `iat`) are compared with.
+pub fn unix_time() -> i64 {
+    crate::sys::wall_now().div_euclid(1_000_000_000)
 }
 
 /// Fills `buf` with cryptographically secure random bytes from the host (at most 64 KiB per
@@ -115,5 +122,6 @@ mod tests {
         assert_eq!(random_fill(&mut [0; 4]), Err(HostError::Unavailable));
         let a = monotonic_now();
         assert!(monotonic_now() >= a);
+        assert!(unix_time() > 1_700_000_000, "a real-time clock natively");
     }
 }

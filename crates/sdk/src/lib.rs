@@ -8,7 +8,9 @@
 //! * [`Request`]: a zero-copy view of the request the host wrote into guest memory once.
 //! * [`Response`]: what the worker answers: a response, a [`Forward`] directive to an upstream,
 //!   or an error ([`ErrorCode`]). It is encoded as it is built, so returning it copies nothing.
-//! * [`host`]: the host functions (log, clock, random bytes, configuration).
+//! * [`host`]: the host functions (log, clocks, random bytes, configuration).
+//! * [`jwt`]: JWT validation, with signatures checked by the host's keys.
+//! * [`router`]: route tables compiled into the module, searched by binary search.
 //! * [`export!`]: exports the handler under the ABI's entry point.
 //!
 //! A panic in a worker traps: the gateway answers 500 and logs the panic message. On a native
@@ -41,8 +43,10 @@ extern crate std;
 
 pub mod arena;
 pub mod host;
+pub mod jwt;
 mod request;
 mod response;
+pub mod router;
 mod sys;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;

@@ -2,8 +2,8 @@
 //! [`crate::arena`].
 //!
 //! On wasm32 these call into the gateway. Natively (unit tests of worker logic) they are inert:
-//! no request to read, logs and random bytes unavailable, no configuration, and a clock from
-//! the standard library.
+//! no request to read, logs, random bytes and signature checks unavailable, no configuration,
+//! and clocks from the standard library.
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
@@ -14,6 +14,16 @@ mod imp {
         fn clock_monotonic() -> u64;
         fn random_fill(ptr: *mut u8, len: usize) -> i32;
         fn config_get(key_ptr: *const u8, key_len: usize, out_ptr: *mut u8, out_cap: usize) -> i32;
+        fn clock_wall() -> i64;
+        fn jws_verify(
+            alg: i32,
+            kid_ptr: *const u8,
+            kid_len: usize,
+            input_ptr: *const u8,
+            input_len: usize,
+            sig_ptr: *const u8,
+            sig_len: usize,
+        ) -> i32;
     }
 
     // Not in the block above: that one's `wasm_import_module` would make it a host import.
@@ -52,6 +62,31 @@ mod imp {
         // SAFETY: the host reads `key` and writes at most `out.len()` bytes into `out`.
         unsafe { config_get(key.as_ptr(), key.len(), out.as_mut_ptr(), out.len()) }
     }
+
+    pub fn wall_now() -> i64 {
+        // SAFETY: takes no pointers.
+        unsafe { clock_wall() }
+    }
+
+    pub fn verify_jws(alg: i32, kid: Option<&[u8]>, input: &[u8], signature: &[u8]) -> i32 {
+        let (kid_ptr, kid_len) = match kid {
+            Some(kid) => (kid.as_ptr(), kid.len()),
+            None => (core::ptr::null(), edgegate_abi::jws::NO_KID as usize),
+        };
+        // SAFETY: the host only reads the three buffers, each valid for its length; with
+        // `NO_KID` it does not read `kid_ptr` at all.
+        unsafe {
+            jws_verify(
+                alg,
+                kid_ptr,
+                kid_len,
+                input.as_ptr(),
+                input.len(),
+                signature.as_ptr(),
+                signature.len(),
+            )
+        }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -76,6 +111,16 @@ mod imp {
 
     pub fn config(_key: &[u8], _out: &mut [u8]) -> i32 {
         HostError::NotFound.code()
+    }
+
+    pub fn wall_now() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64)
+    }
+
+    pub fn verify_jws(_alg: i32, _kid: Option<&[u8]>, _input: &[u8], _signature: &[u8]) -> i32 {
+        HostError::Unavailable.code()
     }
 }
 

@@ -1,0 +1,527 @@
+//! JWT validation at the edge: compact JWS (RFC 7515) with the claims of RFC 7519.
+//!
+//! The token is taken apart in the guest, without copying more than the decoded header and
+//! payload into the arena; the signature is checked by a [`Verifier`]. The default one,
+//! [`HostKeys`], asks the gateway (`jws_verify`): the keys stay in the host and never enter
+//! guest memory, and RSA and ECDSA run at native speed. With the `guest-*` features,
+//! [`guest::GuestKeys`] verifies inside the guest instead, for running outside edgegate.
+//!
+//! ```text
+//!  "Bearer h.p.s" ─▶ size cap ─▶ split in 3 ─▶ b64url(h) ─▶ header JSON ─▶ alg / crit / kid /
+//!        │            (before any decoding)     canonical    no duplicate   embedded keys
+//!        ▼                                                   keys
+//!  Verifier::verify(alg, kid, "h.p", sig) ─▶ b64url(p) ─▶ claims JSON ─▶ exp nbf iat iss aud
+//!  (host: ring, by kid; the key decides the alg)                          required claims
+//! ```
+//!
+//! Every failure is an [`Error`] with a short stable code; [`Error::response`] turns it into
+//! the answer an API gateway gives: 401 with `WWW-Authenticate: Bearer error="invalid_token"`
+//! and `{"error":"<code>"}`, nothing more. What exactly was wrong is the worker's to log.
+//!
+//! ```
+//! use edgegate_sdk::jwt::{self, Validation};
+//! use edgegate_sdk::{Request, Response, host};
+//!
+//! fn handle(req: &Request) -> Response {
+//!     let validation = Validation::from_config();
+//!     let token = match jwt::bearer_token(req).and_then(|t| {
+//!         jwt::verify(t, &validation, &jwt::HostKeys, host::unix_time())
+//!     }) {
+//!         Ok(token) => token,
+//!         Err(e) => return e.response(),
+//!     };
+//!     let sub = token.claims().get("sub").and_then(|v| v.as_json_str());
+//!     Response::text(200, sub.and_then(|s| s.as_str()).unwrap_or("anonymous"))
+//! }
+//! ```
+
+mod b64;
+#[cfg(any(
+    feature = "guest-hmac",
+    feature = "guest-rsa",
+    feature = "guest-ecdsa",
+    feature = "guest-ed25519"
+))]
+pub mod guest;
+pub mod json;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use edgegate_abi::HostError;
+pub use edgegate_abi::jws::{Alg, MAX_KID_LEN};
+use json::{JsonError, JsonStr, Object, Value};
+
+use crate::{ErrorCode, Request, Response};
+
+/// The default cap on a token's length, checked before anything is decoded.
+pub const DEFAULT_MAX_TOKEN_LEN: usize = 8 << 10;
+
+/// The default clock skew allowed for `exp`, `nbf` and `iat`, in seconds.
+pub const DEFAULT_LEEWAY: i64 = 60;
+
+/// Why a token was refused.
+///
+/// All but [`Error::KeysUnavailable`] and [`Error::NotConfigured`] are the client's: 401.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// No `Authorization: Bearer …` header.
+    MissingToken,
+    /// The token is longer than the cap; nothing of it was decoded.
+    TokenTooLarge,
+    /// Not a compact JWS: not three parts, a header or claims that are not a JSON object, a
+    /// header parameter of the wrong type, more than one `Authorization` header.
+    Malformed,
+    /// A part is not canonical unpadded base64url (RFC 7515 §2): padding, other characters,
+    /// or unused bits that are not zero.
+    BadBase64,
+    /// The header or the claims name a key twice.
+    DuplicateKey,
+    /// `alg` is `none`, in any letter case: an unsigned token.
+    AlgNone,
+    /// `alg` is not one this gateway verifies (names are case-sensitive).
+    AlgUnsupported,
+    /// The key the token names is for another algorithm than its `alg`.
+    AlgMismatch,
+    /// The header has `crit`: no extension is understood, so none may be critical.
+    CritUnsupported,
+    /// The header carries or points at a key (`jwk`, `jku`, `x5u`, `x5c`). Keys come from the
+    /// gateway's configuration only; these are never used, never fetched.
+    EmbeddedKey,
+    /// No configured key has the token's `kid` (compared exactly, at most [`MAX_KID_LEN`]
+    /// bytes), or the token names none and there is not exactly one key.
+    UnknownKid,
+    /// The signature does not verify (wrong length, r or s out of range, or simply wrong).
+    BadSignature,
+    /// `exp` is past, beyond the leeway.
+    Expired,
+    /// `nbf` is in the future, beyond the leeway.
+    NotYetValid,
+    /// `iat` is in the future, beyond the leeway.
+    IssuedInFuture,
+    /// `iss` is missing or not the configured issuer.
+    BadIssuer,
+    /// `aud` is missing or names none of the configured audiences.
+    BadAudience,
+    /// A required claim is missing.
+    MissingClaim,
+    /// A registered claim has the wrong JSON type: `exp`, `nbf`, `iat` must be numbers, `iss`
+    /// a string, `aud` a string or an array of strings.
+    BadClaimType,
+    /// The keys cannot be consulted now (a JWKS URL not fetched yet, or stale): 503.
+    KeysUnavailable,
+    /// The worker has no keys configured at all: 500, the operator's mistake.
+    NotConfigured,
+}
+
+impl Error {
+    /// The short stable code sent to the client and used in logs.
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::MissingToken => "missing_token",
+            Self::TokenTooLarge => "token_too_large",
+            Self::Malformed => "malformed_token",
+            Self::BadBase64 => "bad_base64",
+            Self::DuplicateKey => "duplicate_key",
+            Self::AlgNone => "alg_none",
+            Self::AlgUnsupported => "alg_unsupported",
+            Self::AlgMismatch => "alg_mismatch",
+            Self::CritUnsupported => "crit_unsupported",
+            Self::EmbeddedKey => "embedded_key",
+            Self::UnknownKid => "unknown_kid",
+            Self::BadSignature => "bad_signature",
+            Self::Expired => "token_expired",
+            Self::NotYetValid => "token_not_yet_valid",
+            Self::IssuedInFuture => "iat_in_future",
+            Self::BadIssuer => "bad_issuer",
+            Self::BadAudience => "bad_audience",
+            Self::MissingClaim => "missing_claim",
+            Self::BadClaimType => "bad_claim_type",
+            Self::KeysUnavailable => "keys_unavailable",
+            Self::NotConfigured => "jwt_not_configured",
+        }
+    }
+
+    /// What the client gets.
+    ///
+    /// * a missing token: 401, `WWW-Authenticate: Bearer` (RFC 6750 §3.1: no error code when
+    ///   no credentials were sent);
+    /// * any other refusal: 401, `WWW-Authenticate: Bearer error="invalid_token"`;
+    /// * keys unavailable: the gateway's 503 `worker_unavailable`; not configured: its 500.
+    ///
+    /// The body is `{"error":"<code>"}`.
+    pub fn response(self) -> Response {
+        let challenge = match self {
+            Self::KeysUnavailable => {
+                return Response::error(ErrorCode::Unavailable, "jwt keys unavailable");
+            }
+            Self::NotConfigured => {
+                return Response::error(ErrorCode::Internal, "no jwt keys configured");
+            }
+            Self::MissingToken => "Bearer",
+            _ => "Bearer error=\"invalid_token\"",
+        };
+        let mut body = Vec::with_capacity(32);
+        body.extend_from_slice(b"{\"error\":\"");
+        body.extend_from_slice(self.code().as_bytes());
+        body.extend_from_slice(b"\"}");
+        Response::builder(401)
+            .header("www-authenticate", challenge)
+            .header("content-type", "application/json")
+            .header("cache-control", "no-store")
+            .body(body)
+    }
+}
+
+impl From<JsonError> for Error {
+    fn from(e: JsonError) -> Self {
+        match e {
+            JsonError::DuplicateKey => Self::DuplicateKey,
+            JsonError::Syntax | JsonError::TooDeep => Self::Malformed,
+        }
+    }
+}
+
+/// Checks a signature. [`HostKeys`] asks the gateway; tests and the portable path bring their
+/// own.
+pub trait Verifier {
+    /// Whether `signature` is a valid `alg` signature of `signing_input` by the key named
+    /// `kid` (or the only key, when the token names none). The key decides the algorithm:
+    /// a key for another `alg` is [`Error::AlgMismatch`], never a verification with the
+    /// token's choice.
+    fn verify(
+        &self,
+        alg: Alg,
+        kid: Option<&[u8]>,
+        signing_input: &[u8],
+        signature: &[u8],
+    ) -> Result<(), Error>;
+}
+
+/// The gateway's key set for this worker (`[workers.NAME.jwt]`), through the `jws_verify`
+/// host call: the keys never enter guest memory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostKeys;
+
+impl Verifier for HostKeys {
+    fn verify(
+        &self,
+        alg: Alg,
+        kid: Option<&[u8]>,
+        signing_input: &[u8],
+        signature: &[u8],
+    ) -> Result<(), Error> {
+        match crate::sys::verify_jws(alg.code(), kid, signing_input, signature) {
+            0 => Ok(()),
+            code => Err(match HostError::from_code(code) {
+                Some(HostError::NotFound | HostError::LimitExceeded) => Error::UnknownKid,
+                Some(HostError::AlgorithmMismatch) => Error::AlgMismatch,
+                Some(HostError::BadSignature) => Error::BadSignature,
+                Some(HostError::NotGranted) => Error::NotConfigured,
+                Some(HostError::Unavailable | HostError::Timeout) => Error::KeysUnavailable,
+                Some(HostError::InvalidArgument) | None => Error::Malformed,
+            }),
+        }
+    }
+}
+
+/// What a token must satisfy besides its signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validation {
+    /// `iss` must be exactly this, when set.
+    pub issuer: Option<String>,
+    /// `aud` (a string or an array) must name at least one of these, when any are set.
+    pub audiences: Vec<String>,
+    /// Allowed clock skew for `exp`, `nbf` and `iat`, in seconds.
+    pub leeway: i64,
+    /// Claims that must be present.
+    pub required: Vec<String>,
+    /// Tokens longer than this are refused before any decoding.
+    pub max_token_len: usize,
+}
+
+impl Default for Validation {
+    /// No issuer or audience check, 60 s of leeway, `exp` required, 8 KiB at most.
+    fn default() -> Self {
+        Self {
+            issuer: None,
+            audiences: Vec::new(),
+            leeway: DEFAULT_LEEWAY,
+            required: alloc::vec![String::from("exp")],
+            max_token_len: DEFAULT_MAX_TOKEN_LEN,
+        }
+    }
+}
+
+/// The configuration keys [`Validation::from_config`] reads; the gateway fills them from the
+/// worker's `[workers.NAME.jwt]` table.
+pub mod config_keys {
+    /// The issuer.
+    pub const ISSUER: &str = "jwt.issuer";
+    /// Audiences, comma-separated.
+    pub const AUDIENCES: &str = "jwt.audiences";
+    /// Leeway in whole seconds.
+    pub const LEEWAY: &str = "jwt.leeway";
+    /// Required claims, comma-separated (empty: none).
+    pub const REQUIRED: &str = "jwt.required";
+    /// The token length cap in bytes.
+    pub const MAX_TOKEN: &str = "jwt.max_token";
+}
+
+fn list(text: &str) -> Vec<String> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+}
+
+impl Validation {
+    /// The policy the gateway configured for this worker, defaults where it set nothing.
+    pub fn from_config() -> Self {
+        Self::from_lookup(crate::host::config)
+    }
+
+    /// The policy from any key-value source (what [`Validation::from_config`] does with the
+    /// gateway's).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let mut v = Self::default();
+        if let Some(issuer) = lookup(config_keys::ISSUER) {
+            v.issuer = Some(issuer);
+        }
+        if let Some(audiences) = lookup(config_keys::AUDIENCES) {
+            v.audiences = list(&audiences);
+        }
+        if let Some(leeway) = lookup(config_keys::LEEWAY).and_then(|s| s.parse().ok()) {
+            v.leeway = leeway;
+        }
+        if let Some(required) = lookup(config_keys::REQUIRED) {
+            v.required = list(&required);
+        }
+        if let Some(max) = lookup(config_keys::MAX_TOKEN).and_then(|s| s.parse().ok()) {
+            v.max_token_len = max;
+        }
+        v
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1; the scheme is
+/// case-insensitive). More than one `Authorization` header is [`Error::Malformed`].
+pub fn bearer_token<'a>(req: &Request<'a>) -> Result<&'a str, Error> {
+    let mut values =
+        req.headers().iter().filter(|(name, _)| name.eq_ignore_ascii_case(b"authorization"));
+    let value = values.next().ok_or(Error::MissingToken)?.1;
+    if values.next().is_some() {
+        return Err(Error::Malformed);
+    }
+    let value = core::str::from_utf8(value).map_err(|_| Error::Malformed)?;
+    let (scheme, token) = value.split_once(' ').ok_or(Error::MissingToken)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(Error::MissingToken);
+    }
+    let token = token.trim_matches(' ');
+    if token.is_empty() {
+        return Err(Error::MissingToken);
+    }
+    Ok(token)
+}
+
+/// A compact JWS whose signature verified. Its header and payload are decoded in the arena.
+#[derive(Debug, Clone)]
+pub struct Jws {
+    alg: Alg,
+    header: String,
+    /// Where the header's object is in `header` (it may be surrounded by white space).
+    header_object: Range<usize>,
+    payload: Vec<u8>,
+}
+
+impl Jws {
+    /// The algorithm it was signed with.
+    pub fn alg(&self) -> Alg {
+        self.alg
+    }
+
+    /// The JOSE header (validated: an object without duplicate keys).
+    pub fn header(&self) -> Object<'_> {
+        Object::validated(self.header.get(self.header_object.clone()).unwrap_or("{}"))
+    }
+
+    /// The payload, as signed.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+}
+
+/// A JWT whose signature and claims were checked.
+#[derive(Debug, Clone)]
+pub struct Jwt {
+    alg: Alg,
+    claims: String,
+    claims_object: Range<usize>,
+}
+
+impl Jwt {
+    /// The algorithm it was signed with.
+    pub fn alg(&self) -> Alg {
+        self.alg
+    }
+
+    /// The claims set (validated: an object without duplicate keys).
+    pub fn claims(&self) -> Object<'_> {
+        Object::validated(self.claims.get(self.claims_object.clone()).unwrap_or("{}"))
+    }
+
+    /// The audiences of `aud`, whether it is a string or an array.
+    pub fn audiences(&self) -> impl Iterator<Item = JsonStr<'_>> {
+        string_or_strings(self.claims().get("aud"))
+    }
+}
+
+/// Parses `bytes` as a JSON object; returns the text and where the object is in it.
+fn object_text(bytes: Vec<u8>) -> Result<(String, Range<usize>), Error> {
+    let text = String::from_utf8(bytes).map_err(|_| Error::Malformed)?;
+    let Value::Object(object) = json::parse_str(&text)? else { return Err(Error::Malformed) };
+    let start = object.raw().as_ptr() as usize - text.as_ptr() as usize;
+    let range = start..start + object.raw().len();
+    Ok((text, range))
+}
+
+/// The strings of a value that is a string or an array (others are skipped).
+fn string_or_strings<'a>(value: Option<Value<'a>>) -> impl Iterator<Item = JsonStr<'a>> + 'a {
+    let (single, array) = match value {
+        Some(Value::String(s)) => (Some(s), None),
+        Some(Value::Array(a)) => (None, Some(a)),
+        _ => (None, None),
+    };
+    single
+        .into_iter()
+        .chain(array.into_iter().flat_map(|a| a.iter()).filter_map(Value::as_json_str))
+}
+
+/// Checks a compact JWS: its shape, its header, and its signature through `keys`.
+///
+/// Nothing is decoded before the length is checked against `max_len`; the payload is not
+/// decoded before the signature verifies.
+pub fn verify_jws(token: &str, max_len: usize, keys: &impl Verifier) -> Result<Jws, Error> {
+    if token.len() > max_len {
+        return Err(Error::TokenTooLarge);
+    }
+    let mut parts = token.splitn(4, '.');
+    let (Some(header_b64), Some(payload_b64), Some(signature_b64), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Error::Malformed);
+    };
+    let (header, header_object) = object_text(b64::decode(header_b64)?)?;
+    let checked = check_header(Object::validated(&header[header_object.clone()]))?;
+    let signature = b64::decode(signature_b64)?;
+    if checked.alg.signature_len().is_some_and(|len| len != signature.len()) {
+        return Err(Error::BadSignature);
+    }
+    let signing_input = &token.as_bytes()[..header_b64.len() + 1 + payload_b64.len()];
+    let kid = checked.kid.as_deref();
+    keys.verify(checked.alg, kid, signing_input, &signature)?;
+    let payload = b64::decode(payload_b64)?;
+    Ok(Jws { alg: checked.alg, header, header_object, payload })
+}
+
+/// Checks a JWT: [`verify_jws`], then its claims against `validation` at `now` (seconds
+/// since the epoch).
+pub fn verify(
+    token: &str,
+    validation: &Validation,
+    keys: &impl Verifier,
+    now: i64,
+) -> Result<Jwt, Error> {
+    let jws = verify_jws(token, validation.max_token_len, keys)?;
+    let (claims, claims_object) = object_text(jws.payload)?;
+    check_claims(Object::validated(&claims[claims_object.clone()]), validation, now)?;
+    Ok(Jwt { alg: jws.alg, claims, claims_object })
+}
+
+struct CheckedHeader {
+    alg: Alg,
+    kid: Option<Vec<u8>>,
+}
+
+fn check_header(header: Object<'_>) -> Result<CheckedHeader, Error> {
+    if header.get("crit").is_some() {
+        return Err(Error::CritUnsupported);
+    }
+    if ["jwk", "jku", "x5u", "x5c"].iter().any(|name| header.get(name).is_some()) {
+        return Err(Error::EmbeddedKey);
+    }
+    let alg = header.get("alg").ok_or(Error::Malformed)?.as_json_str().ok_or(Error::Malformed)?;
+    if alg.chars().map(|c| c.to_ascii_lowercase()).eq("none".chars()) {
+        return Err(Error::AlgNone);
+    }
+    let mut name = Vec::with_capacity(8);
+    if !alg.decode_into(&mut name, 8) {
+        return Err(Error::AlgUnsupported);
+    }
+    let alg =
+        core::str::from_utf8(&name).ok().and_then(Alg::from_name).ok_or(Error::AlgUnsupported)?;
+    let kid = match header.get("kid") {
+        None => None,
+        Some(Value::String(kid)) => {
+            let mut bytes = Vec::with_capacity(kid.raw().len().min(MAX_KID_LEN));
+            if !kid.decode_into(&mut bytes, MAX_KID_LEN) {
+                return Err(Error::UnknownKid);
+            }
+            Some(bytes)
+        }
+        Some(_) => return Err(Error::Malformed),
+    };
+    Ok(CheckedHeader { alg, kid })
+}
+
+/// A NumericDate claim: absent, or a JSON number (a string is [`Error::BadClaimType`]).
+fn numeric_date(claims: Object<'_>, name: &str) -> Result<Option<i64>, Error> {
+    match claims.get(name) {
+        None => Ok(None),
+        Some(Value::Number(n)) => Ok(Some(n.as_seconds())),
+        Some(_) => Err(Error::BadClaimType),
+    }
+}
+
+fn check_claims(claims: Object<'_>, v: &Validation, now: i64) -> Result<(), Error> {
+    let exp = numeric_date(claims, "exp")?;
+    let nbf = numeric_date(claims, "nbf")?;
+    let iat = numeric_date(claims, "iat")?;
+    let iss = match claims.get("iss") {
+        None => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => return Err(Error::BadClaimType),
+    };
+    let aud = claims.get("aud");
+    match aud {
+        None | Some(Value::String(_)) => {}
+        Some(Value::Array(a)) if a.iter().all(|item| matches!(item, Value::String(_))) => {}
+        Some(_) => return Err(Error::BadClaimType),
+    }
+    if v.required.iter().any(|name| claims.get(name).is_none()) {
+        return Err(Error::MissingClaim);
+    }
+    let leeway = v.leeway.max(0);
+    if exp.is_some_and(|exp| now >= exp.saturating_add(leeway)) {
+        return Err(Error::Expired);
+    }
+    if nbf.is_some_and(|nbf| now.saturating_add(leeway) < nbf) {
+        return Err(Error::NotYetValid);
+    }
+    if iat.is_some_and(|iat| iat > now.saturating_add(leeway)) {
+        return Err(Error::IssuedInFuture);
+    }
+    if let Some(issuer) = &v.issuer
+        && !iss.is_some_and(|iss| iss.eq_str(issuer))
+    {
+        return Err(Error::BadIssuer);
+    }
+    if !v.audiences.is_empty()
+        && !string_or_strings(aud).any(|a| v.audiences.iter().any(|want| a.eq_str(want)))
+    {
+        return Err(Error::BadAudience);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
