@@ -1,6 +1,6 @@
 //! The guest programs, built for `wasm32-unknown-unknown` by this crate's build script.
 //!
-//! * Demo workers are embedded as bytes ([`ECHO_JSON`]); [`BUILTIN`] lists them by the name a
+//! * Demo workers are embedded as bytes ([`ECHO_JSON`], [`AUTH_ROUTER`]); [`BUILTIN`] lists them by the name a
 //!   configuration uses (`module = "builtin:echo-json"`).
 //! * With the `test-programs` feature (dev-dependencies only), the hostile guests used by tests
 //!   are built too and named by path: `HOSTILE` (Rust, see
@@ -11,4 +11,4 @@
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 
 /// The workers bundled into the gateway binary, by name.
-pub const BUILTIN: &[(&str, &[u8])] = &[("echo-json", ECHO_JSON)];
+pub const BUILTIN: &[(&str, &[u8])] = &[("echo-json", ECHO_JSON), ("auth-router", AUTH_ROUTER)];

@@ -62,6 +62,7 @@ impl Gateway {
                 max_memory: config.runtime.max_worker_memory.bytes(),
                 epoch_tick: config.runtime.epoch_tick,
                 max_wasm_stack: config.runtime.max_wasm_stack.bytes() as usize,
+                ..RuntimeConfig::default()
             },
             cache,
         )
@@ -79,6 +80,7 @@ impl Gateway {
                     wasm: &wasm,
                     limits: (&worker.limits).into(),
                     config: worker.config.clone(),
+                    keys: None,
                 })
                 .map_err(|e| {
                     ConfigError::at(

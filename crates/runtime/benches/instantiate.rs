@@ -25,6 +25,7 @@ fn load(runtime: &Runtime, wasm: &[u8]) -> Worker {
             wasm,
             limits: Limits::default(),
             config: BTreeMap::new(),
+            keys: None,
         })
         .unwrap()
 }

@@ -38,6 +38,10 @@ pub struct RuntimeConfig {
     /// **Wasm stack** (default 512 KiB): the native stack guest code may use. Deeper recursion
     /// traps with `stack_overflow`.
     pub max_wasm_stack: usize,
+    /// **Wall clock**: what `clock_wall` reads, and so what token lifetimes are checked
+    /// against. `SystemTime::now` unless a test pins it (the RFC 7515 example tokens
+    /// expired in 2011).
+    pub wall_clock: fn() -> std::time::SystemTime,
 }
 
 impl Default for RuntimeConfig {
@@ -47,6 +51,7 @@ impl Default for RuntimeConfig {
             max_memory: 128 << 20,
             epoch_tick: Duration::from_millis(1),
             max_wasm_stack: 512 << 10,
+            wall_clock: std::time::SystemTime::now,
         }
     }
 }

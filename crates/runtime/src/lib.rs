@@ -19,6 +19,7 @@
 //!     wasm,
 //!     limits: Limits::default(),
 //!     config: Default::default(),
+//!     keys: None,
 //! })?;
 //! let request = GuestRequest { body: "{}".into(), ..Default::default() };
 //! match worker.handle(request, RequestId(1)).await {
@@ -35,6 +36,7 @@ mod cpu;
 mod engine;
 mod error;
 mod hostcalls;
+pub mod keys;
 mod limits;
 mod module_cache;
 mod request;
@@ -45,6 +47,7 @@ mod tests;
 
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
+pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache};
 pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId};

@@ -26,7 +26,6 @@ use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
 const MAGIC: &[u8; 16] = b"edgegate-cwasm-1";
@@ -76,7 +75,7 @@ impl ModuleCache {
         engine: &Engine,
         wasm: &[u8],
     ) -> wasmtime::Result<(Module, CacheOutcome)> {
-        let wasm_hash: [u8; 32] = Sha256::digest(wasm).into();
+        let wasm_hash = sha256(wasm);
         let path = self.entry_path(engine, &wasm_hash);
         let rejected = match fs::read(&path) {
             Ok(entry) => match load_entry(engine, &entry, &wasm_hash) {
@@ -115,7 +114,7 @@ fn load_entry(engine: &Engine, entry: &[u8], wasm_hash: &[u8; 32]) -> Result<Mod
     if &header[16..48] != wasm_hash {
         return Err("written for another module".into());
     }
-    if header[48..80] != Sha256::digest(payload)[..] {
+    if header[48..80] != sha256(payload) {
         return Err("checksum mismatch".into());
     }
     // SAFETY: `Module::deserialize` runs the payload's machine code later, so it must be a
@@ -132,7 +131,7 @@ fn store_entry(path: &Path, module: &Module, wasm_hash: &[u8; 32]) -> anyhow::Re
     let mut tmp = tempfile_in(dir)?;
     tmp.1.write_all(MAGIC)?;
     tmp.1.write_all(wasm_hash)?;
-    tmp.1.write_all(&Sha256::digest(&payload))?;
+    tmp.1.write_all(&sha256(&payload))?;
     tmp.1.write_all(&payload)?;
     tmp.1.sync_all()?;
     fs::rename(&tmp.0, path).inspect_err(|_| {
@@ -158,4 +157,11 @@ fn rand_u64() -> u64 {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
 }

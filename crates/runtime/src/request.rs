@@ -22,6 +22,7 @@ use wasmtime::{Memory, ResourceLimiter, Store, StoreContextMut, Trap, UpdateDead
 
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
+use crate::keys::Keys;
 use crate::limits::Limits;
 
 /// A request's id, unique within a gateway process: 16 hex digits in logs and error bodies.
@@ -120,6 +121,8 @@ pub(crate) struct WorkerShared {
     pub(crate) name: String,
     pub(crate) limits: Limits,
     pub(crate) config: BTreeMap<String, String>,
+    pub(crate) keys: Option<Keys>,
+    pub(crate) wall_clock: fn() -> std::time::SystemTime,
 }
 
 /// Why the runtime stopped a guest, recorded before it interrupts so that the trap that follows

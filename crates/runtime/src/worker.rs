@@ -9,6 +9,7 @@ use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
 
 use crate::Runtime;
 use crate::error::{ExecError, LoadError};
+use crate::keys::Keys;
 use crate::limits::Limits;
 use crate::module_cache::CacheOutcome;
 use crate::request::{
@@ -26,6 +27,9 @@ pub struct WorkerSpec<'a> {
     pub limits: Limits,
     /// The values `config_get` can read.
     pub config: BTreeMap<String, String>,
+    /// The keys `jws_verify` checks signatures with; `None`: the worker has none, and the call
+    /// answers `NotGranted`.
+    pub keys: Option<Keys>,
 }
 
 /// A loaded worker, ready to serve requests. Cheap to clone.
@@ -64,6 +68,8 @@ impl Worker {
             name: spec.name.to_owned(),
             limits: spec.limits,
             config: spec.config,
+            keys: spec.keys,
+            wall_clock: runtime.config().wall_clock,
         });
         Ok(Self { inner: Arc::new(Inner { shared, pre, handle, memory, cache }) })
     }

@@ -371,7 +371,13 @@ impl Jwt {
 
     /// The audiences of `aud`, whether it is a string or an array.
     pub fn audiences(&self) -> impl Iterator<Item = JsonStr<'_>> {
-        string_or_strings(self.claims().get("aud"))
+        self.claim_strings("aud")
+    }
+
+    /// The strings of claim `name`: one if it is a string, each string element if it is an
+    /// array, none otherwise.
+    pub fn claim_strings(&self, name: &str) -> impl Iterator<Item = JsonStr<'_>> {
+        string_or_strings(self.claims().get(name))
     }
 }
 
@@ -400,7 +406,11 @@ fn string_or_strings<'a>(value: Option<Value<'a>>) -> impl Iterator<Item = JsonS
 ///
 /// Nothing is decoded before the length is checked against `max_len`; the payload is not
 /// decoded before the signature verifies.
-pub fn verify_jws(token: &str, max_len: usize, keys: &impl Verifier) -> Result<Jws, Error> {
+pub fn verify_jws<V: Verifier + ?Sized>(
+    token: &str,
+    max_len: usize,
+    keys: &V,
+) -> Result<Jws, Error> {
     if token.len() > max_len {
         return Err(Error::TokenTooLarge);
     }
@@ -425,10 +435,10 @@ pub fn verify_jws(token: &str, max_len: usize, keys: &impl Verifier) -> Result<J
 
 /// Checks a JWT: [`verify_jws`], then its claims against `validation` at `now` (seconds
 /// since the epoch).
-pub fn verify(
+pub fn verify<V: Verifier + ?Sized>(
     token: &str,
     validation: &Validation,
-    keys: &impl Verifier,
+    keys: &V,
     now: i64,
 ) -> Result<Jwt, Error> {
     let jws = verify_jws(token, validation.max_token_len, keys)?;

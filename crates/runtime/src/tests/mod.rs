@@ -9,6 +9,8 @@ use edgegate_guests as guests;
 
 use crate::*;
 
+mod auth;
+
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
@@ -24,6 +26,7 @@ fn load_with(path: &str, limits: Limits, config: &[(&str, &str)]) -> Result<Work
         wasm: &wasm,
         limits,
         config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        keys: None,
     })
 }
 
@@ -68,6 +71,7 @@ async fn echo_json_round_trips() {
             wasm: guests::ECHO_JSON,
             limits: Limits::default(),
             config: BTreeMap::new(),
+            keys: None,
         })
         .unwrap();
     let mut request = get("/echo");
@@ -220,6 +224,7 @@ fn modules_that_do_not_fit_are_refused_at_load() {
         wasm: b"\0asm but not really",
         limits: Limits::default(),
         config: BTreeMap::new(),
+        keys: None,
     });
     assert!(matches!(garbage, Err(LoadError::Compile(_))));
     let too_big = Limits { memory: 1 << 40, ..Limits::default() };
@@ -247,7 +252,7 @@ fn module_cache_hits_and_rejects_bad_entries() {
     let (_, second) = cache.load_or_compile(engine, wasm).unwrap();
     assert_eq!(second, CacheOutcome::Hit);
 
-    let wasm_hash: [u8; 32] = sha2::Sha256::digest(wasm).into();
+    let wasm_hash = crate::module_cache::sha256(wasm);
     let entry = cache.entry_path(engine, &wasm_hash);
     let mut bytes = std::fs::read(&entry).unwrap();
 
@@ -283,7 +288,7 @@ fn an_entry_from_another_engine_configuration_is_never_loaded() {
     config.cranelift_opt_level(wasmtime::OptLevel::None);
     let theirs = wasmtime::Engine::new(&config).unwrap();
     let wasm = guests::ECHO_JSON;
-    let hash: [u8; 32] = sha2::Sha256::digest(wasm).into();
+    let hash = crate::module_cache::sha256(wasm);
 
     // Other settings, other name: a stale entry is not even opened ...
     assert_ne!(cache.entry_path(ours, &hash), cache.entry_path(&theirs, &hash));
@@ -297,5 +302,3 @@ fn an_entry_from_another_engine_configuration_is_never_loaded() {
     );
     assert_eq!(cache.load_or_compile(ours, wasm).unwrap().1, CacheOutcome::Hit);
 }
-
-use sha2::Digest as _;

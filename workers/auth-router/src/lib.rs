@@ -1,0 +1,192 @@
+//! `auth-router`: the gateway worker. It verifies `Authorization: Bearer <JWT>`, picks the
+//! upstream from a claim through a route table compiled into the module, and forwards the
+//! request there with the verified claims in headers.
+//!
+//! ```text
+//!  bearer token ─▶ jwt::verify (keys in the host) ─▶ claim `aud` ─▶ UPSTREAMS (binary search)
+//!      │ 401 invalid_token                               │ 403 unknown_audience
+//!      ▼                                                 ▼
+//!                               Forward { upstream, x-jwt-* claim headers, no Authorization }
+//! ```
+//!
+//! Configuration (`[workers.NAME.config]`, all optional):
+//!
+//! | key | default | meaning |
+//! |---|---|---|
+//! | `route_claim` | `aud` | the claim whose value (a string, or the first of an array that has a route) picks the upstream |
+//! | `claim_headers` | none | `claim:header` pairs, comma-separated: each claim is sent upstream in that header (and a client's own header of that name is removed) |
+//! | `forward_authorization` | `false` | whether the `Authorization` header goes upstream too |
+//!
+//! The token policy (issuer, audiences, leeway, required claims, size cap) and the keys come
+//! from the gateway's `[workers.NAME.jwt]` table; see `docs/auth.md`.
+//!
+//! ```text
+//! curl -H "Authorization: Bearer $TOKEN" localhost:8080/auth/orders
+//! {"upstream":"service-a","method":"GET","path":"/auth/orders","headers":{"x-jwt-sub":"ada",…}}
+//! ```
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use edgegate_sdk::jwt::json::Value;
+use edgegate_sdk::jwt::{self, Jwt, Validation};
+use edgegate_sdk::router::StaticRoutes;
+use edgegate_sdk::{Forward, LogLevel, Request, Response, host};
+
+/// Which upstream serves which audience. Sorted by audience: `StaticRoutes::new` refuses to
+/// compile a table that is not.
+pub static UPSTREAMS: StaticRoutes<&str> =
+    StaticRoutes::new(&[("service-a", "service-a"), ("service-b", "service-b")]);
+
+/// Claim header values are cut at this length; longer ones are not forwarded.
+const MAX_CLAIM_HEADER: usize = 4096;
+
+/// The worker's own settings, from its configuration.
+struct Settings {
+    route_claim: String,
+    claim_headers: String,
+    forward_authorization: bool,
+}
+
+impl Settings {
+    fn from_config() -> Self {
+        Self {
+            route_claim: host::config("route_claim").unwrap_or_else(|| "aud".into()),
+            claim_headers: host::config("claim_headers").unwrap_or_default(),
+            forward_authorization: host::config("forward_authorization")
+                .is_some_and(|v| v == "true"),
+        }
+    }
+
+    /// `(claim, header)` pairs.
+    fn claim_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.claim_headers
+            .split(',')
+            .filter_map(|pair| pair.split_once(':'))
+            .map(|(claim, header)| (claim.trim(), header.trim()))
+            .filter(|(claim, header)| !claim.is_empty() && !header.is_empty())
+    }
+}
+
+/// Verifies the token against the host's keys (the default) or, with `guest-crypto` or
+/// `guest-hs256`, against a JWK Set in the worker's configuration.
+fn verify(token: &str, validation: &Validation) -> Result<Jwt, jwt::Error> {
+    let now = host::unix_time();
+    #[cfg(any(feature = "guest-crypto", feature = "guest-hs256"))]
+    {
+        let keys = jwt::guest::GuestKeys::from_config().map_err(|_| jwt::Error::NotConfigured)?;
+        jwt::verify(token, validation, &keys, now)
+    }
+    #[cfg(not(any(feature = "guest-crypto", feature = "guest-hs256")))]
+    jwt::verify(token, validation, &jwt::HostKeys, now)
+}
+
+/// Verifies, routes and forwards.
+pub fn handle(req: &Request) -> Response {
+    let validation = Validation::from_config();
+    let token = match jwt::bearer_token(req).and_then(|token| verify(token, &validation)) {
+        Ok(token) => token,
+        Err(e) => {
+            host::log_fmt(LogLevel::Info, format_args!("token refused: {}", e.code()));
+            return e.response();
+        }
+    };
+    let settings = Settings::from_config();
+    let Some(upstream) =
+        token.claim_strings(&settings.route_claim).find_map(|value| UPSTREAMS.get_json(value))
+    else {
+        return Response::builder(403)
+            .header("content-type", "application/json")
+            .body(br#"{"error":"unknown_audience"}"#);
+    };
+    let mut forward = Forward::to(upstream);
+    for (claim, header) in settings.claim_headers() {
+        // Set replaces whatever the client sent under that name; a claim the token lacks
+        // removes it, so a client can never supply a "verified" claim itself.
+        forward = match token.claims().get(claim).and_then(header_value) {
+            Some(value) => forward.set_header(header, value),
+            None => forward.remove_header(header),
+        };
+    }
+    if !settings.forward_authorization {
+        forward = forward.remove_header("authorization");
+    }
+    forward.into()
+}
+
+/// A claim as a header value: a string as itself, a number or boolean as written, an array of
+/// strings joined with `,`. Objects, null, and anything a header cannot carry are left out.
+fn header_value(value: Value<'_>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    match value {
+        Value::String(s) => {
+            if !s.decode_into(&mut out, MAX_CLAIM_HEADER) {
+                return None;
+            }
+        }
+        Value::Number(_) | Value::Bool(_) => out.extend_from_slice(value.raw().as_bytes()),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let s = item.as_json_str()?;
+                if i > 0 {
+                    out.push(b',');
+                }
+                let room = MAX_CLAIM_HEADER.saturating_sub(out.len());
+                if !s.decode_into(&mut out, room) {
+                    return None;
+                }
+            }
+        }
+        Value::Object(_) | Value::Null => return None,
+    }
+    // What HTTP allows in a field value: visible ASCII, space, tab and obs-text.
+    let valid = out.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80);
+    valid.then_some(out)
+}
+
+edgegate_sdk::export!(handle);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edgegate_sdk::jwt::json;
+
+    #[test]
+    fn claims_become_header_values_or_nothing() {
+        let doc = br#"{"s":"ada","e":"caf\u00e9","n":42,"b":true,"a":["x","y"],"o":{},"z":null,
+                       "bad":"line\nbreak","mixed":["x",1]}"#;
+        let claims = json::parse(doc).unwrap().as_object().unwrap();
+        let value = |name| claims.get(name).and_then(header_value);
+        assert_eq!(value("s").as_deref(), Some(&b"ada"[..]));
+        assert_eq!(value("e").as_deref(), Some("café".as_bytes()));
+        assert_eq!(value("n").as_deref(), Some(&b"42"[..]));
+        assert_eq!(value("b").as_deref(), Some(&b"true"[..]));
+        assert_eq!(value("a").as_deref(), Some(&b"x,y"[..]));
+        for skipped in ["o", "z", "bad", "mixed", "missing"] {
+            assert_eq!(value(skipped), None, "{skipped}");
+        }
+    }
+
+    #[test]
+    fn every_audience_in_the_table_routes_to_itself() {
+        for (audience, upstream) in UPSTREAMS.entries() {
+            assert_eq!(UPSTREAMS.get(audience), Some(upstream));
+        }
+        assert_eq!(UPSTREAMS.get("service-c"), None);
+    }
+
+    #[test]
+    fn natively_there_are_no_host_keys() {
+        use edgegate_sdk::testing::TestRequest;
+        let t = TestRequest::new("GET", "/auth/x").header("authorization", "Bearer a.b.c");
+        // "a" is not base64 of a JSON header: refused before any key is asked for.
+        assert_eq!(handle(&t.request()).status(), 401);
+        let t = TestRequest::new("GET", "/auth/x");
+        let r = handle(&t.request());
+        assert_eq!((r.status(), r.header("www-authenticate")), (401, Some(&b"Bearer"[..])));
+    }
+}
