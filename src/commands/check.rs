@@ -1,5 +1,6 @@
 //! `edgegate check`.
 
+use anyhow::Context;
 use edgegate_host::Gateway;
 
 use super::ConfigArgs;
@@ -12,11 +13,16 @@ pub struct CheckCommand {
 }
 
 impl CheckCommand {
-    /// Parses the configuration and loads every module exactly as `serve` would, without
-    /// binding anything.
+    /// Parses the configuration and loads every module and key exactly as `serve` would
+    /// (a JWKS URL that cannot be fetched is a warning: `serve` would start and retry),
+    /// without binding the listeners.
     pub fn execute(self) -> anyhow::Result<()> {
         let loaded = self.config.load()?;
-        Gateway::build(&loaded, edgegate_guests::BUILTIN)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        runtime.block_on(Gateway::build(&loaded, edgegate_guests::BUILTIN))?;
         println!(
             "{}: ok ({} workers, {} routes)",
             loaded.origin,

@@ -45,7 +45,13 @@ impl ConfigArgs {
             Some(path) => Ok(Loaded::from_file(path)?),
             None => {
                 let cwd = std::env::current_dir().context("reading the current directory")?;
-                Ok(Loaded::from_text(DEMO_CONFIG, "<built-in demo>", cwd)?)
+                let mut loaded = Loaded::from_text(DEMO_CONFIG, "<built-in demo>", cwd)?;
+                // The demo's secret has a published default, so the demo runs as it is.
+                loaded.env_defaults.insert(
+                    edgegate_host::demo::SECRET_ENV.into(),
+                    edgegate_host::demo::DEFAULT_SECRET.into(),
+                );
+                Ok(loaded)
             }
         }
     }

@@ -4,7 +4,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use edgegate_host::{Gateway, Server};
+use edgegate_host::config::Loaded;
+use edgegate_host::{Gateway, Server, demo};
 
 use super::ConfigArgs;
 
@@ -41,17 +42,34 @@ impl ServeCommand {
             // Before the addresses are printed: whoever reads them may signal at once.
             let shutdown =
                 edgegate_host::shutdown_signal().context("installing signal handlers")?;
-            let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN)?;
+            let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN).await?;
             let server = Server::bind(gateway, listen, admin)
                 .await
                 .with_context(|| format!("binding {listen} and {admin}"))?;
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "listening on http://{}", server.local_addr()?)?;
             writeln!(stdout, "admin on http://{}", server.admin_addr()?)?;
+            if self.config.config.is_none() {
+                print_demo_tokens(&mut stdout, &loaded)?;
+            }
             stdout.flush()?;
             drop(stdout);
             server.run(shutdown).await;
             anyhow::Ok(())
         })
     }
+}
+
+/// The demo's auth route needs a token: print one per audience, valid for a day.
+fn print_demo_tokens(out: &mut impl Write, loaded: &Loaded) -> anyhow::Result<()> {
+    let secret = loaded.env_var(demo::SECRET_ENV).unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("reading the clock")?
+        .as_secs();
+    for audience in ["service-a", "service-b"] {
+        let token = demo::token(secret.as_bytes(), audience, "demo-user", now, 24 * 3600);
+        writeln!(out, "demo token for {audience}: {token}")?;
+    }
+    Ok(())
 }

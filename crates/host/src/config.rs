@@ -36,6 +36,9 @@ pub struct Config {
     /// Routes, matched as described in [`crate::router`].
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+    /// Upstreams by name: where a worker's forward directive sends the request.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
 }
 
 /// `[server]`: listeners and the limits every request is held to before any worker runs.
@@ -73,6 +76,11 @@ pub struct ServerConfig {
     /// exits anyway. Default 30s.
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
+    /// Whether clients' `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and
+    /// `Forwarded` headers are believed: set it only behind a proxy you run. By default
+    /// (false) they are replaced with what this gateway saw; when true, the client's address
+    /// is appended to `X-Forwarded-For` and the others are kept.
+    pub trust_forwarded: bool,
 }
 
 impl Default for ServerConfig {
@@ -89,6 +97,7 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
+            trust_forwarded: false,
         }
     }
 }
@@ -138,7 +147,160 @@ pub struct WorkerConfig {
     /// String values the worker reads with `config_get`.
     #[serde(default)]
     pub config: BTreeMap<String, String>,
+    /// The upstreams the worker may forward to (by name in `[upstreams]`). Nothing is
+    /// ambient: a forward to any other is refused with 500 `upstream_not_granted`.
+    #[serde(default)]
+    pub upstreams: Vec<String>,
+    /// JWT validation: the keys the host verifies signatures with, and the token policy.
+    pub jwt: Option<JwtConfig>,
 }
+
+/// `[workers.NAME.jwt]`: the worker's token policy and its keys. The keys stay in the host;
+/// the policy reaches the worker as `jwt.*` configuration values (see
+/// `edgegate_sdk::jwt::Validation::from_config`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    /// `iss` must be exactly this. Default: not checked.
+    pub issuer: Option<String>,
+    /// `aud` must name one of these. Default: not checked (the auth-router routes on it).
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    /// Clock skew allowed for `exp`, `nbf` and `iat`. Default 60s.
+    #[serde(default = "default_leeway", deserialize_with = "duration")]
+    pub leeway: Duration,
+    /// Claims that must be present. Default `["exp"]`.
+    #[serde(default = "default_required_claims")]
+    pub required_claims: Vec<String>,
+    /// Tokens longer than this are refused before any decoding. Default 8KiB.
+    #[serde(default = "default_max_token")]
+    pub max_token_bytes: ByteSize,
+    /// Where the keys come from; at least one.
+    pub keys: Vec<KeySourceConfig>,
+}
+
+fn default_leeway() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_required_claims() -> Vec<String> {
+    vec!["exp".into()]
+}
+
+fn default_max_token() -> ByteSize {
+    ByteSize(8 << 10)
+}
+
+/// One `[[workers.NAME.jwt.keys]]` entry: exactly one source of keys.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeySourceConfig {
+    /// The key id tokens name it by (`secret_*`, `pem*`, `jwk*`; a JWKS names its own).
+    pub kid: Option<String>,
+    /// The one algorithm the key verifies: required for secrets and PEM keys; for JWKs, the
+    /// default for keys that name none (a JWK's own `alg` must agree).
+    pub alg: Option<String>,
+    /// An HMAC secret: the value of this environment variable, as bytes.
+    pub secret_env: Option<String>,
+    /// An HMAC secret: this file's bytes (one trailing newline removed).
+    pub secret_file: Option<PathBuf>,
+    /// A public key in PEM (`PUBLIC KEY` or `RSA PUBLIC KEY`).
+    pub pem: Option<String>,
+    /// A PEM file.
+    pub pem_file: Option<PathBuf>,
+    /// A JWK, as JSON text.
+    pub jwk: Option<String>,
+    /// A file with one JWK.
+    pub jwk_file: Option<PathBuf>,
+    /// A file with a JWK Set.
+    pub jwks_file: Option<PathBuf>,
+    /// A JWK Set fetched over HTTP(S), cached and refreshed in the background.
+    pub jwks_url: Option<String>,
+    /// Refresh interval when the response has no cache headers. Default 5m.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub refresh: Option<Duration>,
+    /// Never refresh more often than this, whatever the cache headers say. Default 30s.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub min_refresh: Option<Duration>,
+    /// Never keep a fetched set longer than this without refreshing. Default 24h.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub max_refresh: Option<Duration>,
+    /// While refreshing fails, keep using the last set this long past its expiry. Default 1h.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub max_stale: Option<Duration>,
+    /// Time for one fetch, connection included. Default 5s.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub timeout: Option<Duration>,
+    /// PEM file of the CA certificates to trust for an `https` URL, instead of the public
+    /// roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl KeySourceConfig {
+    /// The names of the source fields that are set.
+    pub(crate) fn sources(&self) -> Vec<&'static str> {
+        [
+            ("secret_env", self.secret_env.is_some()),
+            ("secret_file", self.secret_file.is_some()),
+            ("pem", self.pem.is_some()),
+            ("pem_file", self.pem_file.is_some()),
+            ("jwk", self.jwk.is_some()),
+            ("jwk_file", self.jwk_file.is_some()),
+            ("jwks_file", self.jwks_file.is_some()),
+            ("jwks_url", self.jwks_url.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
+
+/// `[upstreams.NAME]`: an HTTP service a worker can forward requests to, through a pool of
+/// keep-alive connections.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// `http://host:port` or `https://host:port` (no path: the request's path is kept), or
+    /// `builtin:demo-origin` for the demo origin the gateway runs itself on loopback.
+    pub url: String,
+    /// Time to open a connection (TCP and TLS). Past it: 504. Default 2s.
+    #[serde(default = "default_connect_timeout", deserialize_with = "duration")]
+    pub connect_timeout: Duration,
+    /// Time from sending the request to the response head. Past it: 504. Default 15s.
+    #[serde(default = "default_first_byte_timeout", deserialize_with = "duration")]
+    pub first_byte_timeout: Duration,
+    /// How long a connection may sit idle: a pooled keep-alive connection is closed, a
+    /// response body that stalls this long is cut off. Default 60s.
+    #[serde(default = "default_idle_timeout", deserialize_with = "duration")]
+    pub idle_timeout: Duration,
+    /// Idle connections kept open in the pool. Default 32.
+    #[serde(default = "default_max_idle")]
+    pub max_idle: usize,
+    /// Send the client's `Host` instead of the upstream's authority. Default false.
+    #[serde(default)]
+    pub preserve_host: bool,
+    /// PEM file of the CA certificates to trust for `https`, instead of the public roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn default_first_byte_timeout() -> Duration {
+    Duration::from_secs(15)
+}
+
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_max_idle() -> usize {
+    32
+}
+
+/// The `url` of the demo origin.
+pub const DEMO_ORIGIN: &str = "builtin:demo-origin";
 
 /// `[workers.NAME.limits]`: see `edgegate_runtime::Limits` for what each bounds.
 #[derive(Debug, Clone, Deserialize)]
@@ -215,6 +377,12 @@ fn duration<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Duratio
         .map_err(|e| serde::de::Error::custom(format!("invalid duration `{text}`: {e}")))
 }
 
+fn optional_duration<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    duration(deserializer).map(Some)
+}
+
 /// A configuration error, naming where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -264,6 +432,8 @@ pub struct Loaded {
     pub origin: String,
     /// The directory relative paths are resolved against.
     pub base_dir: PathBuf,
+    /// Values for environment variables that are not set (the demo's secret).
+    pub env_defaults: BTreeMap<String, String>,
 }
 
 impl Loaded {
@@ -284,7 +454,12 @@ impl Loaded {
     pub fn from_text(text: &str, origin: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
         let config = parse(text, origin)?;
         validate(&config, origin)?;
-        Ok(Self { config, origin: origin.to_owned(), base_dir })
+        Ok(Self { config, origin: origin.to_owned(), base_dir, env_defaults: BTreeMap::new() })
+    }
+
+    /// An environment variable, or its default from [`Loaded::env_defaults`].
+    pub fn env_var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().or_else(|| self.env_defaults.get(name).cloned())
     }
 
     /// Resolves a path from the file against its directory.
@@ -356,6 +531,28 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
         if worker.module.trim().is_empty() {
             return at(format!("workers.{name}.module"), "must name a .wasm file or builtin:NAME");
         }
+        for (i, upstream) in worker.upstreams.iter().enumerate() {
+            if !config.upstreams.contains_key(upstream) {
+                return Err(ConfigError::at(
+                    file,
+                    format!("workers.{name}.upstreams[{i}]"),
+                    format!("no upstream named `{upstream}` in [upstreams]"),
+                ));
+            }
+        }
+        if let Some(jwt) = &worker.jwt {
+            validate_jwt(jwt, &format!("workers.{name}.jwt"), file)?;
+            if let Some(key) = worker.config.keys().find(|k| k.starts_with("jwt.")) {
+                return Err(ConfigError::at(
+                    file,
+                    format!("workers.{name}.config.{key}"),
+                    "`jwt.*` values come from [workers.NAME.jwt]; set them there",
+                ));
+            }
+        }
+    }
+    for (name, upstream) in &config.upstreams {
+        validate_upstream(upstream, &format!("upstreams.{name}"), file)?;
     }
     for (i, route) in config.routes.iter().enumerate() {
         let key = |field: &str| format!("routes[{i}].{field}");
@@ -397,6 +594,101 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
         {
             return at(key("host"), "must be a host name, optionally with a port");
         }
+    }
+    Ok(())
+}
+
+fn validate_jwt(jwt: &JwtConfig, at: &str, file: &str) -> Result<(), ConfigError> {
+    let error = |key: String, message: String| Err(ConfigError::at(file, key, message));
+    if jwt.keys.is_empty() {
+        return error(format!("{at}.keys"), "needs at least one source of keys".into());
+    }
+    for (name, list) in [("audiences", &jwt.audiences), ("required_claims", &jwt.required_claims)] {
+        if let Some(bad) = list.iter().find(|v| v.is_empty() || v.contains(',')) {
+            return error(
+                format!("{at}.{name}"),
+                format!("`{bad}` cannot be empty or hold a comma"),
+            );
+        }
+    }
+    if jwt.max_token_bytes.bytes() < 64 {
+        return error(format!("{at}.max_token_bytes"), "must be at least 64B".into());
+    }
+    for (i, source) in jwt.keys.iter().enumerate() {
+        let key = format!("{at}.keys[{i}]");
+        let sources = source.sources();
+        let [kind] = sources[..] else {
+            return error(
+                key,
+                format!(
+                    "needs exactly one of secret_env, secret_file, pem, pem_file, jwk, jwk_file, \
+                     jwks_file, jwks_url (found {})",
+                    if sources.is_empty() { "none".into() } else { sources.join(", ") }
+                ),
+            );
+        };
+        if let Some(alg) = &source.alg
+            && edgegate_runtime::keys::Alg::from_name(alg).is_none()
+        {
+            return error(
+                format!("{key}.alg"),
+                format!("`{alg}` is not one of HS256, HS384, HS512, RS256, PS256, ES256, EdDSA"),
+            );
+        }
+        let needs_alg = matches!(kind, "secret_env" | "secret_file" | "pem" | "pem_file");
+        if needs_alg && source.alg.is_none() {
+            return error(format!("{key}.alg"), format!("is required with {kind}"));
+        }
+        if matches!(kind, "jwks_file" | "jwks_url") && source.kid.is_some() {
+            return error(format!("{key}.kid"), "a JWK Set names its own keys".into());
+        }
+        let refresh_fields = [
+            ("refresh", source.refresh.is_some()),
+            ("min_refresh", source.min_refresh.is_some()),
+            ("max_refresh", source.max_refresh.is_some()),
+            ("max_stale", source.max_stale.is_some()),
+            ("timeout", source.timeout.is_some()),
+            ("ca_file", source.ca_file.is_some()),
+        ];
+        if kind != "jwks_url"
+            && let Some((field, _)) = refresh_fields.iter().find(|(_, set)| *set)
+        {
+            return error(format!("{key}.{field}"), "only applies to jwks_url".into());
+        }
+        if let Some(url) = &source.jwks_url {
+            let uri: Result<http::Uri, _> = url.parse();
+            if !uri.as_ref().is_ok_and(|u| {
+                matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some()
+            }) {
+                return error(format!("{key}.jwks_url"), format!("`{url}` is not an http(s) URL"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn validate_upstream(upstream: &UpstreamConfig, at: &str, file: &str) -> Result<(), ConfigError> {
+    if upstream.url == DEMO_ORIGIN {
+        return Ok(());
+    }
+    let bad = |message: String| Err(ConfigError::at(file, format!("{at}.url"), message));
+    let Ok(uri) = upstream.url.parse::<http::Uri>() else {
+        return bad(format!("`{}` is not a URL", upstream.url));
+    };
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
+        return bad(format!(
+            "`{}` must be http://host:port, https://host:port or {DEMO_ORIGIN}",
+            upstream.url
+        ));
+    }
+    if uri.path_and_query().is_some_and(|pq| pq.as_str() != "/") {
+        return bad(format!("`{}` must not have a path: the request's path is kept", upstream.url));
+    }
+    if upstream.ca_file.is_some() && uri.scheme_str() != Some("https") {
+        return Err(ConfigError::at(file, format!("{at}.ca_file"), "only applies to https"));
+    }
+    if upstream.connect_timeout.is_zero() || upstream.first_byte_timeout.is_zero() {
+        return Err(ConfigError::at(file, at.to_owned(), "timeouts must be longer than zero"));
     }
     Ok(())
 }
@@ -508,5 +800,100 @@ mod tests {
         let text = e.to_string();
         assert!(text.starts_with("test.toml: workers.w.limits.cpu: "), "{text}");
         assert!(text.contains("line 3"), "{text}");
+    }
+
+    const AUTH: &str = r#"
+        [upstreams.api]
+        url = "http://127.0.0.1:9001"
+        first_byte_timeout = "2s"
+
+        [workers.auth]
+        module = "builtin:auth-router"
+        upstreams = ["api"]
+
+        [workers.auth.jwt]
+        issuer = "https://id.example"
+        leeway = "30s"
+
+        [[workers.auth.jwt.keys]]
+        kid = "k1"
+        alg = "HS256"
+        secret_env = "SECRET"
+
+        [[workers.auth.jwt.keys]]
+        jwks_url = "https://id.example/.well-known/jwks.json"
+        max_stale = "10m"
+    "#;
+
+    #[test]
+    fn upstreams_grants_and_jwt_parse_with_defaults() {
+        let c = load(AUTH).unwrap();
+        let api = &c.upstreams["api"];
+        assert_eq!(api.first_byte_timeout, Duration::from_secs(2));
+        assert_eq!(api.connect_timeout, Duration::from_secs(2), "default");
+        assert_eq!(api.max_idle, 32);
+        let w = &c.workers["auth"];
+        assert_eq!(w.upstreams, ["api"]);
+        let jwt = w.jwt.as_ref().unwrap();
+        assert_eq!(jwt.leeway, Duration::from_secs(30));
+        assert_eq!(jwt.required_claims, ["exp"], "default");
+        assert_eq!(jwt.max_token_bytes, ByteSize(8192));
+        assert_eq!(jwt.keys[0].sources(), ["secret_env"]);
+        assert_eq!(jwt.keys[1].max_stale, Some(Duration::from_secs(600)));
+        assert!(!c.server.trust_forwarded);
+    }
+
+    #[test]
+    fn upstream_and_jwt_mistakes_are_named() {
+        let key = |text: String| error(&text).key.unwrap();
+        let auth = |replace: &str, with: &str| AUTH.replace(replace, with);
+        assert_eq!(
+            key(auth(r#"upstreams = ["api"]"#, r#"upstreams = ["nope"]"#)),
+            "workers.auth.upstreams[0]"
+        );
+        assert_eq!(key(auth("http://127.0.0.1:9001", "ftp://x")), "upstreams.api.url");
+        assert_eq!(key(auth("http://127.0.0.1:9001", "http://x:1/base")), "upstreams.api.url");
+        assert_eq!(key(auth("http://127.0.0.1:9001", "not a url")), "upstreams.api.url");
+        assert_eq!(
+            key(auth(r#"alg = "HS256""#, r#"alg = "none""#)),
+            "workers.auth.jwt.keys[0].alg"
+        );
+        assert_eq!(key(auth(r#"alg = "HS256""#, "")), "workers.auth.jwt.keys[0].alg");
+        assert_eq!(
+            key(auth(r#"secret_env = "SECRET""#, "secret_env = \"S\"\npem = \"x\"")),
+            "workers.auth.jwt.keys[0]"
+        );
+        assert_eq!(key(auth(r#"secret_env = "SECRET""#, "")), "workers.auth.jwt.keys[0]");
+        assert_eq!(
+            key(auth(r#"max_stale = "10m""#, r#"kid = "x""#)),
+            "workers.auth.jwt.keys[1].kid"
+        );
+        assert_eq!(
+            key(auth(r#"secret_env = "SECRET""#, "secret_env = \"S\"\nrefresh = \"1m\"")),
+            "workers.auth.jwt.keys[0].refresh"
+        );
+        assert_eq!(
+            key(auth("https://id.example/.well-known", "id.example/")),
+            "workers.auth.jwt.keys[1].jwks_url"
+        );
+        assert_eq!(key(auth(r#"leeway = "30s""#, r#"leeway = "soon""#)), "workers.auth.jwt.leeway");
+        assert_eq!(key(auth(r#"leeway = "30s""#, "bogus = 1")), "workers.auth.jwt.bogus");
+        assert_eq!(
+            key(auth(
+                r#"upstreams = ["api"]"#,
+                "upstreams = [\"api\"]\nconfig = { \"jwt.issuer\" = \"x\" }"
+            )),
+            "workers.auth.config.jwt.issuer"
+        );
+    }
+
+    #[test]
+    fn env_defaults_fill_only_unset_variables() {
+        let mut loaded = Loaded::from_text("", "t", PathBuf::new()).unwrap();
+        loaded.env_defaults.insert("EDGEGATE_TEST_UNSET_VAR".into(), "fallback".into());
+        loaded.env_defaults.insert("PATH".into(), "fallback".into());
+        assert_eq!(loaded.env_var("EDGEGATE_TEST_UNSET_VAR").as_deref(), Some("fallback"));
+        assert_ne!(loaded.env_var("PATH").as_deref(), Some("fallback"), "the real one wins");
+        assert_eq!(loaded.env_var("EDGEGATE_TEST_OTHER_UNSET"), None);
     }
 }

@@ -5,9 +5,11 @@
 //! | source   | codes                                                                | status |
 //! |----------|----------------------------------------------------------------------|--------|
 //! | client   | `no_route`, `method_not_allowed`, `body_too_large`, `body_timeout`, `bad_request`, `too_many_headers` | 404 405 413 408 400 431 |
-//! | worker   | `worker_trap`, `stack_overflow`, `out_of_memory`, `abi_violation`, `invalid_response`, `response_too_large`, `worker_error`, `unknown_upstream` | 500 |
+//! | worker   | `worker_trap`, `stack_overflow`, `out_of_memory`, `abi_violation`, `invalid_response`, `response_too_large`, `worker_error`, `unknown_upstream`, `upstream_not_granted` | 500 |
 //! | worker   | `cpu_budget_exceeded`, `hostcall_budget_exceeded`, `worker_unavailable` | 503 |
 //! | worker   | `deadline_exceeded`                                                  | 504 |
+//! | upstream | `upstream_connect_failed`, `upstream_bad_response`                   | 502 |
+//! | upstream | `upstream_timeout`                                                   | 504 |
 //! | host     | `overloaded` (with `Retry-After`), `internal_error`                  | 503, 500 |
 //!
 //! The body is always short JSON, `{"error":"<code>","request_id":"<id>"}`; the detail (a trap's
@@ -25,7 +27,7 @@ pub enum Source {
     Client,
     /// The worker misbehaved or failed.
     Worker,
-    /// An upstream failed (used once requests are proxied).
+    /// An upstream failed or was too slow.
     Upstream,
     /// The gateway itself.
     Host,
@@ -62,6 +64,14 @@ pub enum ErrorKind {
     Exec(ExecErrorKind),
     /// The worker forwarded to an upstream that is not configured.
     UnknownUpstream,
+    /// The worker forwarded to an upstream its configuration does not grant it.
+    UpstreamNotGranted,
+    /// The upstream could not be reached (refused, unreachable, TLS failed).
+    UpstreamConnect,
+    /// The upstream's answer was not HTTP, or the connection broke before the response head.
+    UpstreamBadResponse,
+    /// The upstream was too slow to accept the connection or to answer.
+    UpstreamTimeout,
     /// The concurrency limit was reached and the wait for a slot timed out.
     Overloaded,
 }
@@ -77,7 +87,10 @@ impl ErrorKind {
             | Self::BadRequest
             | Self::TooManyHeaders => Source::Client,
             Self::Exec(kind) if kind.is_host() => Source::Host,
-            Self::Exec(_) | Self::UnknownUpstream => Source::Worker,
+            Self::Exec(_) | Self::UnknownUpstream | Self::UpstreamNotGranted => Source::Worker,
+            Self::UpstreamConnect | Self::UpstreamBadResponse | Self::UpstreamTimeout => {
+                Source::Upstream
+            }
             Self::Overloaded => Source::Host,
         }
     }
@@ -91,7 +104,9 @@ impl ErrorKind {
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::TooManyHeaders => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            Self::UnknownUpstream => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::UnknownUpstream | Self::UpstreamNotGranted => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::UpstreamConnect | Self::UpstreamBadResponse => StatusCode::BAD_GATEWAY,
+            Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Self::Exec(kind) => match kind {
                 ExecErrorKind::CpuBudgetExceeded
@@ -114,6 +129,10 @@ impl ErrorKind {
             Self::BadRequest => "bad_request",
             Self::TooManyHeaders => "too_many_headers",
             Self::UnknownUpstream => "unknown_upstream",
+            Self::UpstreamNotGranted => "upstream_not_granted",
+            Self::UpstreamConnect => "upstream_connect_failed",
+            Self::UpstreamBadResponse => "upstream_bad_response",
+            Self::UpstreamTimeout => "upstream_timeout",
             Self::Overloaded => "overloaded",
             Self::Exec(kind) => kind.code(),
         }
@@ -161,6 +180,18 @@ impl RequestError {
     }
 }
 
+/// An error and its causes, `: `-separated, for logs and configuration messages.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 impl From<ExecError> for RequestError {
     fn from(e: ExecError) -> Self {
         Self::new(ErrorKind::Exec(e.kind()), e.detail())
@@ -182,6 +213,11 @@ mod tests {
         assert_eq!(ErrorKind::Exec(ExecErrorKind::Capacity).source(), Source::Host);
         assert_eq!(ErrorKind::Exec(ExecErrorKind::Trap).source(), Source::Worker);
         assert_eq!(ErrorKind::NoRoute.source(), Source::Client);
+        assert_eq!(status(ErrorKind::UpstreamConnect), 502);
+        assert_eq!(status(ErrorKind::UpstreamBadResponse), 502);
+        assert_eq!(status(ErrorKind::UpstreamTimeout), 504);
+        assert_eq!(ErrorKind::UpstreamTimeout.source(), Source::Upstream);
+        assert_eq!(ErrorKind::UpstreamNotGranted.source(), Source::Worker);
     }
 
     #[test]

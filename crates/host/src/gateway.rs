@@ -2,24 +2,32 @@
 //! request from route to response. Sockets live in [`crate::listener`]; this part is driven
 //! by any `http::Request`, which is how the tests drive it without a network.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgegate_runtime::{
-    GuestOutcome, GuestRequest, ModuleCache, RequestId, Runtime, RuntimeConfig, Worker, WorkerSpec,
+    Forward, GuestOutcome, GuestRequest, ModuleCache, RequestId, Runtime, RuntimeConfig, Worker,
+    WorkerSpec,
 };
 use http::{HeaderValue, Request, Response, header};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use hyper::body::Body;
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
-use crate::config::{ConfigError, Loaded, ServerConfig};
+use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, ServerConfig, WorkerConfig};
+use crate::error::{ErrorKind, RequestError, Source, error_chain};
+use crate::router::{Match, Router};
+use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-use crate::error::{ErrorKind, RequestError, Source};
-use crate::router::{Match, Router};
+
+/// What the gateway answers with: a body it has whole (a worker's response, an error), or an
+/// upstream's, streamed.
+pub type ResponseBody = Either<Full<Bytes>, UpstreamBody>;
 
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
 const BUILTIN_PREFIX: &str = "builtin:";
@@ -30,30 +38,51 @@ struct Target {
     worker: Worker,
     /// The smaller of the server's and the worker's request body limits.
     body_limit: u64,
+    /// The upstreams the worker may forward to.
+    grants: Arc<[String]>,
 }
 
-/// A running configuration: workers loaded, routes compiled, limits in force.
+/// A running configuration: workers loaded, routes compiled, upstream pools open, limits in
+/// force.
 #[derive(Debug)]
 pub struct Gateway {
     router: Router<Target>,
     server: ServerConfig,
     pub(crate) permits: Semaphore,
     ids: RequestIds,
+    upstreams: HashMap<String, Upstream>,
     /// Never read, only owned: it keeps the engine's epoch ticker running while the workers
     /// serve.
     _runtime: Runtime,
+    /// JWKS refreshers and demo origins, stopped with the gateway.
+    _background: Background,
+}
+
+/// Tasks that live as long as the gateway.
+#[derive(Debug, Default)]
+struct Background(Vec<JoinHandle<()>>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 /// The request line of one request, kept for its access log line.
 struct Logged<'a> {
     route: Option<&'a str>,
     worker: Option<&'a str>,
+    upstream: Option<&'a str>,
 }
 
 impl Gateway {
-    /// Loads every worker of `loaded` (compiling or loading from the module cache) and compiles
-    /// its routes. `builtins` are the modules `builtin:NAME` refers to.
-    pub fn build(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+    /// Loads every worker of `loaded` (compiling or loading from the module cache), opens the
+    /// upstream pools (starting the demo origin where configured), loads the JWT keys
+    /// (fetching JWKS URLs once), and compiles the routes. `builtins` are the modules
+    /// `builtin:NAME` refers to. Must run inside a tokio runtime.
+    pub async fn build(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
         let runtime = Runtime::new(
@@ -67,26 +96,62 @@ impl Gateway {
             cache,
         )
         .map_err(|e| ConfigError::at(&loaded.origin, "runtime", format!("{e:#}")))?;
+        let mut background = Background::default();
+
+        let mut upstreams = HashMap::new();
+        for (name, upstream) in &config.upstreams {
+            let at = |field: &str| format!("upstreams.{name}.{field}");
+            let url: http::Uri = if upstream.url == DEMO_ORIGIN {
+                let (addr, task) = crate::demo_origin::start(name).await.map_err(|e| {
+                    ConfigError::at(
+                        &loaded.origin,
+                        at("url"),
+                        format!("starting the demo origin: {e}"),
+                    )
+                })?;
+                background.0.push(task);
+                format!("http://{addr}")
+                    .parse()
+                    .map_err(|e| ConfigError::at(&loaded.origin, at("url"), format!("{e}")))?
+            } else {
+                upstream
+                    .url
+                    .parse()
+                    .map_err(|e| ConfigError::at(&loaded.origin, at("url"), format!("{e}")))?
+            };
+            let ca_file = upstream.ca_file.as_deref().map(|p| loaded.resolve(p));
+            let pool = Upstream::new(name, &url, upstream, ca_file.as_deref())
+                .map_err(|e| ConfigError::at(&loaded.origin, at("ca_file"), e))?;
+            upstreams.insert(name.clone(), pool);
+        }
 
         let mut workers = BTreeMap::new();
         for (name, worker) in &config.workers {
             let key = format!("workers.{name}.module");
             let wasm = read_module(loaded, &worker.module, builtins)
                 .map_err(|message| ConfigError::at(&loaded.origin, &key, message))?;
+            let keys = match &worker.jwt {
+                Some(jwt) => {
+                    let loaded_keys = crate::keyring::load(loaded, name, jwt).await?;
+                    background.0.extend(loaded_keys.tasks);
+                    Some(loaded_keys.keys)
+                }
+                None => None,
+            };
             let started = Instant::now();
             let loaded_worker = runtime
                 .load(WorkerSpec {
                     name,
                     wasm: &wasm,
                     limits: (&worker.limits).into(),
-                    config: worker.config.clone(),
-                    keys: None,
+                    config: worker_config(worker),
+                    keys,
                 })
                 .map_err(|e| {
                     ConfigError::at(
                         &loaded.origin,
                         &key,
-                        format!("`{}`: {}", worker.module, chain(&e)),
+                        format!("`{}`: {}", worker.module, error_chain(&e)),
                     )
                 })?;
             tracing::info!(
@@ -96,21 +161,26 @@ impl Gateway {
                 load_ms = started.elapsed().as_millis() as u64,
                 "worker loaded"
             );
-            workers.insert(name.clone(), loaded_worker);
+            workers.insert(
+                name.clone(),
+                (loaded_worker, Arc::<[String]>::from(worker.upstreams.clone())),
+            );
         }
 
         let server_limit = config.server.max_request_body.bytes();
         let router = Router::new(&config.routes, |route| {
-            let worker = workers[&route.worker].clone();
+            let (worker, grants) = workers[&route.worker].clone();
             let body_limit = worker.limits().request_body.min(server_limit);
-            Target { worker, body_limit }
+            Target { worker, body_limit, grants }
         });
         Ok(Self {
             router,
             server: config.server.clone(),
             permits: Semaphore::new(config.server.max_concurrency as usize),
             ids: RequestIds::new(),
+            upstreams,
             _runtime: runtime,
+            _background: background,
         })
     }
 
@@ -122,7 +192,7 @@ impl Gateway {
     /// Serves one request: route, read the body within its limits, wait for a concurrency
     /// slot, run the worker, and write one access log line. Never fails: every error becomes
     /// its response.
-    pub async fn handle<B>(&self, request: Request<B>, tls: bool) -> Response<Full<Bytes>>
+    pub async fn handle<B>(&self, request: Request<B>, conn: ConnInfo) -> Response<ResponseBody>
     where
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
@@ -131,11 +201,11 @@ impl Gateway {
         let started = Instant::now();
         let method = request.method().clone();
         let uri = request.uri().clone();
-        let mut logged = Logged { route: None, worker: None };
-        let result = self.dispatch(request, tls, id, &mut logged).await;
+        let mut logged = Logged { route: None, worker: None, upstream: None };
+        let result = self.dispatch(request, conn, id, &mut logged).await;
         let (mut response, error) = match result {
             Ok(response) => (response, None),
-            Err(error) => (error.response(id), Some(error)),
+            Err(error) => (error.response(id).map(Either::Left), Some(error)),
         };
         if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
             response.headers_mut().insert("x-request-id", value);
@@ -155,10 +225,10 @@ impl Gateway {
     async fn dispatch<'a, B>(
         &'a self,
         request: Request<B>,
-        tls: bool,
+        conn: ConnInfo,
         id: RequestId,
         logged: &mut Logged<'a>,
-    ) -> Result<Response<Full<Bytes>>, RequestError>
+    ) -> Result<Response<ResponseBody>, RequestError>
     where
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
@@ -188,21 +258,47 @@ impl Gateway {
 
         let (parts, body) = request.into_parts();
         let body = self.read_body(&parts.headers, body, target.body_limit).await?;
-        let _permit = self.acquire().await?;
         let guest = GuestRequest {
             method: parts.method,
             uri: parts.uri,
             headers: parts.headers,
             body,
-            tls,
+            tls: conn.tls,
         };
-        match target.worker.handle(guest, id).await? {
-            GuestOutcome::Response(response) => Ok(response.map(Full::new)),
-            GuestOutcome::Forward(forward) => Err(RequestError::new(
-                ErrorKind::UnknownUpstream,
-                format!("forward to `{}`, but no upstreams are configured", forward.upstream),
-            )),
+        // The slot is held while the guest runs, not while an upstream answers.
+        let outcome = {
+            let _permit = self.acquire().await?;
+            target.worker.handle(guest, id).await?
+        };
+        match outcome {
+            GuestOutcome::Response(response) => Ok(response.map(|b| Either::Left(Full::new(b)))),
+            GuestOutcome::Forward(forward) => {
+                let upstream = self.granted(target, &forward)?;
+                logged.upstream = Some(upstream.name());
+                let response = upstream.send(forward, conn, self.server.trust_forwarded).await?;
+                Ok(response.map(Either::Right))
+            }
         }
+    }
+
+    /// The upstream a forward names, if the worker may use it.
+    fn granted(&self, target: &Target, forward: &Forward) -> Result<&Upstream, RequestError> {
+        let name = forward.upstream.as_str();
+        if !target.grants.iter().any(|granted| granted == name) {
+            let kind = if self.upstreams.contains_key(name) {
+                ErrorKind::UpstreamNotGranted
+            } else {
+                ErrorKind::UnknownUpstream
+            };
+            return Err(RequestError::new(
+                kind,
+                format!("worker `{}` forwarded to `{name}`", target.worker.name()),
+            ));
+        }
+        // Validation made sure every grant names an upstream.
+        self.upstreams.get(name).ok_or_else(|| {
+            RequestError::new(ErrorKind::UnknownUpstream, format!("no upstream `{name}`"))
+        })
     }
 
     /// Reads the whole body, at most `limit` bytes, within `body_read_timeout`.
@@ -288,16 +384,29 @@ fn read_module(
     std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
 }
 
-/// An error and its causes, `: `-separated.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
+/// The values a worker reads with `config_get`: its `config` table, plus its token policy as
+/// the `jwt.*` keys `edgegate_sdk::jwt::Validation::from_config` reads.
+fn worker_config(worker: &WorkerConfig) -> BTreeMap<String, String> {
+    let mut config = worker.config.clone();
+    if let Some(jwt) = &worker.jwt {
+        config.extend(jwt_policy(jwt));
     }
-    text
+    config
+}
+
+fn jwt_policy(jwt: &JwtConfig) -> impl Iterator<Item = (String, String)> {
+    let mut policy = vec![
+        ("jwt.leeway", jwt.leeway.as_secs().to_string()),
+        ("jwt.required", jwt.required_claims.join(",")),
+        ("jwt.max_token", jwt.max_token_bytes.bytes().to_string()),
+    ];
+    if let Some(issuer) = &jwt.issuer {
+        policy.push(("jwt.issuer", issuer.clone()));
+    }
+    if !jwt.audiences.is_empty() {
+        policy.push(("jwt.audiences", jwt.audiences.join(",")));
+    }
+    policy.into_iter().map(|(k, v)| (k.to_owned(), v))
 }
 
 /// One line per request, at a level set by who failed: info for success and client errors,
@@ -313,6 +422,7 @@ fn access_log(
 ) {
     let route = logged.route.unwrap_or("-");
     let worker = logged.worker.unwrap_or("-");
+    let upstream = logged.upstream.unwrap_or("-");
     let duration_us = elapsed.as_micros() as u64;
     let source = error.map_or("-", |e| e.kind.source().as_str());
     let code = error.map_or("-", |e| e.kind.code());
@@ -327,6 +437,7 @@ fn access_log(
                 path,
                 route,
                 worker,
+                upstream,
                 status,
                 duration_us,
                 source,

@@ -4,13 +4,15 @@
 //! * [`Gateway::build`] loads its workers into an `edgegate_runtime::Runtime` and compiles its
 //!   routes ([`router`]); [`Gateway::handle`] serves one `http::Request`, turning every failure
 //!   into its status through [`error::ErrorKind`].
+//! * Forward directives are proxied to `[upstreams]` through keep-alive pools (`upstream`),
+//!   and JWT keys are loaded and kept fresh in the host (`keyring`).
 //! * [`Server`] binds the listeners and runs until a shutdown signal, then drains.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use edgegate_host::{Gateway, Server, config::Loaded};
 //! let loaded = Loaded::from_file("edgegate.toml".as_ref())?;
-//! let gateway = Gateway::build(&loaded, &[])?;
+//! let gateway = Gateway::build(&loaded, &[]).await?;
 //! let server = Server::bind(gateway, loaded.config.server.listen, loaded.config.server.admin).await?;
 //! server.run(edgegate_host::shutdown_signal()?).await;
 //! # Ok(()) }
@@ -19,15 +21,21 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod client;
 pub mod config;
+pub mod demo;
+mod demo_origin;
 pub mod error;
 mod gateway;
+mod keyring;
 mod listener;
 pub mod router;
 pub mod size;
+mod upstream;
 
 #[cfg(test)]
 mod tests;
 
-pub use gateway::Gateway;
+pub use gateway::{Gateway, ResponseBody};
 pub use listener::{Server, shutdown_signal};
+pub use upstream::{ConnInfo, UpstreamBody};

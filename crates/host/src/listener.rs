@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 
 use crate::admin;
 use crate::gateway::Gateway;
+use crate::upstream::ConnInfo;
 
 /// hyper's smallest read buffer.
 const MIN_BUF_SIZE: u64 = 8192;
@@ -104,9 +105,10 @@ impl Server {
             };
             let _ = stream.set_nodelay(true);
             let gateway = self.gateway.clone();
+            let conn = ConnInfo { peer, tls: false };
             let service = service_fn(move |request| {
                 let gateway = gateway.clone();
-                async move { Ok::<_, std::convert::Infallible>(gateway.handle(request, false).await) }
+                async move { Ok::<_, std::convert::Infallible>(gateway.handle(request, conn).await) }
             });
             let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
             let connection = graceful.watch(connection);

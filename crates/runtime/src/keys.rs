@@ -54,7 +54,7 @@ pub enum KeyError {
     BadKey(String),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Material {
     Hmac(ring::hmac::Key),
     Rsa(RsaPublicKeyComponents<Vec<u8>>),
@@ -64,7 +64,7 @@ enum Material {
 }
 
 /// One verification key: its id, its algorithm, and the material, parsed.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Key {
     kid: Option<String>,
     alg: Alg,

@@ -95,13 +95,16 @@ pub enum GuestOutcome {
     Forward(Forward),
 }
 
-/// A decoded forward directive.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A decoded forward directive, with the request it is for (handed back from the store, not
+/// copied).
+#[derive(Debug, Clone)]
 pub struct Forward {
     /// The upstream's configured name.
     pub upstream: String,
     /// Header edits to apply to the request before proxying, in order.
     pub edits: Vec<HeaderEdit>,
+    /// The request the guest saw, to proxy.
+    pub request: GuestRequest,
 }
 
 /// One header edit of a [`Forward`].
@@ -265,7 +268,11 @@ pub(crate) async fn run(
             ));
         }
     };
-    decode(&store, packed, limits)
+    let mut outcome = decode(&store, packed, limits)?;
+    if let GuestOutcome::Forward(forward) = &mut outcome {
+        forward.request = std::mem::take(&mut store.data_mut().request);
+    }
+    Ok(outcome)
 }
 
 async fn call_guest(
@@ -371,7 +378,11 @@ fn decode(
                     })
                 })
                 .collect::<Result<_, ExecError>>()?;
-            Ok(GuestOutcome::Forward(Forward { upstream: upstream.to_owned(), edits }))
+            Ok(GuestOutcome::Forward(Forward {
+                upstream: upstream.to_owned(),
+                edits,
+                request: GuestRequest::default(),
+            }))
         }
         AbiOutcome::Error { code, message } => {
             let kind = match code {

@@ -182,6 +182,7 @@ async fn forward_directives_are_decoded() {
     match worker.handle(get("/forward"), RequestId(1)).await.unwrap() {
         GuestOutcome::Forward(f) => {
             assert_eq!(f.upstream, "nowhere");
+            assert_eq!(f.request.uri.path(), "/forward", "the request comes back for proxying");
             assert_eq!(
                 f.edits,
                 [HeaderEdit::Set(

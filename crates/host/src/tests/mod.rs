@@ -13,12 +13,12 @@ use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame};
 
-use crate::Gateway;
 use crate::config::Loaded;
+use crate::{ConnInfo, Gateway};
 
-const BUILTINS: &[(&str, &[u8])] = &[("echo-json", edgegate_guests::ECHO_JSON)];
+const BUILTINS: &[(&str, &[u8])] = edgegate_guests::BUILTIN;
 
-fn gateway(extra: &str) -> Gateway {
+async fn gateway(extra: &str) -> Gateway {
     let text = format!(
         r#"
         [server]
@@ -52,7 +52,7 @@ fn gateway(extra: &str) -> Gateway {
         hostile = edgegate_guests::HOSTILE,
     );
     let loaded = Loaded::from_text(&text, "test.toml", PathBuf::new()).unwrap();
-    Gateway::build(&loaded, BUILTINS).unwrap()
+    Gateway::build(&loaded, BUILTINS).await.unwrap()
 }
 
 async fn send<B>(gateway: &Gateway, request: Request<B>) -> (StatusCode, http::HeaderMap, String)
@@ -60,10 +60,15 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let response = gateway.handle(request, false).await;
+    let response = gateway.handle(request, client()).await;
     let (parts, body) = response.into_parts();
     let body = body.collect().await.unwrap().to_bytes();
     (parts.status, parts.headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A client on loopback.
+fn client() -> ConnInfo {
+    ConnInfo { peer: "127.0.0.1:40000".parse().unwrap(), tls: false }
 }
 
 fn request(method: Method, path: &str, body: &str) -> Request<Full<Bytes>> {
@@ -82,7 +87,7 @@ fn error_code(body: &str) -> String {
 
 #[tokio::test]
 async fn routes_to_the_worker_and_tags_the_response() {
-    let g = gateway("");
+    let g = gateway("").await;
     let (status, headers, body) =
         send(&g, request(Method::POST, "/echo", r#"{"b":1,"a":[]}"#)).await;
     assert_eq!(status, 200);
@@ -92,7 +97,7 @@ async fn routes_to_the_worker_and_tags_the_response() {
 
 #[tokio::test]
 async fn unrouted_and_wrong_method() {
-    let g = gateway("");
+    let g = gateway("").await;
     let (status, headers, body) = send(&g, request(Method::GET, "/nowhere", "")).await;
     assert_eq!((status.as_u16(), error_code(&body).as_str()), (404, "no_route"));
     let value: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -104,7 +109,7 @@ async fn unrouted_and_wrong_method() {
 
 #[tokio::test]
 async fn bodies_over_the_route_limit_are_413() {
-    let g = gateway("");
+    let g = gateway("").await;
     let big = "x".repeat(1025);
     // Declared up front: refused before reading.
     let (status, _, body) = send(&g, request(Method::POST, "/echo", &big)).await;
@@ -134,7 +139,7 @@ impl Body for Stalled {
 
 #[tokio::test]
 async fn a_body_that_never_arrives_is_408() {
-    let g = gateway("");
+    let g = gateway("").await;
     let r = Request::builder().method(Method::POST).uri("/echo").body(Stalled).unwrap();
     let (status, _, body) = send(&g, r).await;
     assert_eq!((status.as_u16(), error_code(&body).as_str()), (408, "body_timeout"));
@@ -142,7 +147,7 @@ async fn a_body_that_never_arrives_is_408() {
 
 #[tokio::test]
 async fn too_many_headers_is_431() {
-    let g = gateway("");
+    let g = gateway("").await;
     let mut r = request(Method::POST, "/echo", "{}");
     for i in 0..25 {
         r.headers_mut()
@@ -154,7 +159,7 @@ async fn too_many_headers_is_431() {
 
 #[tokio::test]
 async fn worker_failures_map_to_their_status() {
-    let g = gateway("");
+    let g = gateway("").await;
     for (path, status, code) in [
         ("/h/trap", 500, "worker_trap"),
         ("/h/panic", 500, "worker_trap"),
@@ -172,7 +177,7 @@ async fn worker_failures_map_to_their_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_concurrency_limit_requests_wait_then_get_503() {
-    let g = Arc::new(gateway(""));
+    let g = Arc::new(gateway("").await);
     // Take all four slots with slow requests, then one more request must give up.
     let mut slow = Vec::new();
     for _ in 0..4 {
@@ -197,21 +202,25 @@ async fn past_the_concurrency_limit_requests_wait_then_get_503() {
     assert_eq!(send(&g, request(Method::POST, "/echo", "{}")).await.0, 200, "slots come back");
 }
 
-#[test]
-fn module_errors_name_the_worker_key() {
+/// Builds a gateway from `text` and returns its configuration error.
+async fn build_error(text: String) -> crate::config::ConfigError {
+    let loaded = Loaded::from_text(&text, "bad.toml", PathBuf::new()).unwrap();
+    Gateway::build(&loaded, BUILTINS).await.unwrap_err()
+}
+
+#[tokio::test]
+async fn module_errors_name_the_worker_key() {
     let build = |module: &str| {
-        let text = format!("[runtime]\ncache = false\n[workers.w]\nmodule = \"{module}\"\n");
-        let loaded = Loaded::from_text(&text, "bad.toml", PathBuf::new()).unwrap();
-        Gateway::build(&loaded, BUILTINS).unwrap_err()
+        build_error(format!("[runtime]\ncache = false\n[workers.w]\nmodule = \"{module}\"\n"))
     };
-    let e = build("/no/such/module.wasm");
+    let e = build("/no/such/module.wasm").await;
     assert_eq!(e.key.as_deref(), Some("workers.w.module"));
     assert!(e.message.contains("cannot read"), "{e}");
-    let e = build(edgegate_guests::WRONG_ABI);
+    let e = build(edgegate_guests::WRONG_ABI).await;
     assert_eq!(e.key.as_deref(), Some("workers.w.module"));
     assert!(e.message.contains("ABI v2"), "{e}");
-    let e = build("builtin:nope");
+    let e = build("builtin:nope").await;
     assert!(e.message.contains("echo-json"), "lists what is built in: {e}");
-    let e = build(edgegate_guests::UNKNOWN_IMPORT);
+    let e = build(edgegate_guests::UNKNOWN_IMPORT).await;
     assert!(e.message.contains("teleport"), "names the import: {e}");
 }

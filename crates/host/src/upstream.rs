@@ -1,0 +1,384 @@
+//! Upstreams: where a worker's forward directive sends the request, and how it is proxied.
+//!
+//! ```text
+//!  client request (body already read) ─▶ drop hop-by-hop headers (and those `Connection` names)
+//!     ─▶ the worker's header edits ─▶ drop hop-by-hop names again (a worker cannot set them)
+//!     ─▶ X-Forwarded-For / -Proto / -Host (replaced, or appended to when trusted)
+//!     ─▶ Host: the upstream's (or the client's, with preserve_host)
+//!     ─▶ pool ─(connect_timeout)─▶ upstream ─(first_byte_timeout)─▶ response head
+//!  client ◀─ hop-by-hop headers dropped ◀─ body streamed, cut if idle past idle_timeout
+//! ```
+//!
+//! Failures are the upstream's: 502 when it cannot be reached or answers something that is not
+//! HTTP, 504 when it is too slow to connect or to answer. Nothing is retried that may have
+//! reached it (see [`crate::client`]).
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use edgegate_runtime::{Forward, HeaderEdit};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, Scheme};
+use http_body_util::Full;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use crate::client::{self, HttpClient, SendFailure};
+use crate::config::UpstreamConfig;
+use crate::error::{ErrorKind, RequestError, error_chain};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the
+/// pre-standard ones proxies still see.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Removes the hop-by-hop headers, and first every header the `Connection` header names.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Where a request came from, for the forwarding headers.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Whether the client connected over TLS.
+    pub tls: bool,
+}
+
+/// A configured upstream and its connection pool.
+pub(crate) struct Upstream {
+    name: Arc<str>,
+    scheme: Scheme,
+    authority: Authority,
+    client: HttpClient,
+    first_byte_timeout: Duration,
+    idle_timeout: Duration,
+    preserve_host: bool,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .field("url", &format_args!("{}://{}", self.scheme, self.authority))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Upstream {
+    /// An upstream at `url` (already validated), with a pool set up from `config`.
+    pub(crate) fn new(
+        name: &str,
+        url: &http::Uri,
+        config: &UpstreamConfig,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Self, String> {
+        let client = client::build(&client::ClientSettings {
+            connect_timeout: config.connect_timeout,
+            idle_timeout: config.idle_timeout,
+            max_idle: config.max_idle,
+            ca_file,
+        })?;
+        Ok(Self {
+            name: name.into(),
+            scheme: url.scheme().cloned().unwrap_or(Scheme::HTTP),
+            authority: url.authority().cloned().ok_or("no authority")?,
+            client,
+            first_byte_timeout: config.first_byte_timeout,
+            idle_timeout: config.idle_timeout,
+            preserve_host: config.preserve_host,
+        })
+    }
+
+    /// The upstream's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Proxies `forward`'s request here and returns the response head, its body streaming.
+    pub(crate) async fn send(
+        &self,
+        forward: Forward,
+        conn: ConnInfo,
+        trust_forwarded: bool,
+    ) -> Result<http::Response<UpstreamBody>, RequestError> {
+        let request = self.request(forward, conn, trust_forwarded)?;
+        let response =
+            match tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await
+            {
+                Ok(Ok(response)) => response,
+                Ok(Err(e)) => {
+                    let kind = match client::classify(&e) {
+                        SendFailure::Connect => ErrorKind::UpstreamConnect,
+                        SendFailure::Timeout => ErrorKind::UpstreamTimeout,
+                        SendFailure::BadResponse => ErrorKind::UpstreamBadResponse,
+                    };
+                    return Err(RequestError::new(
+                        kind,
+                        format!("{}: {}", self.name, error_chain(&e)),
+                    ));
+                }
+                Err(_) => {
+                    return Err(RequestError::new(
+                        ErrorKind::UpstreamTimeout,
+                        format!(
+                            "{}: no response head after {:?}",
+                            self.name, self.first_byte_timeout
+                        ),
+                    ));
+                }
+            };
+        let (mut parts, body) = response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        let body = UpstreamBody {
+            inner: body,
+            idle: tokio::time::sleep(self.idle_timeout),
+            timeout: self.idle_timeout,
+            upstream: self.name.clone(),
+        };
+        Ok(http::Response::from_parts(parts, body))
+    }
+
+    /// The request as the upstream gets it.
+    fn request(
+        &self,
+        forward: Forward,
+        conn: ConnInfo,
+        trust_forwarded: bool,
+    ) -> Result<http::Request<Full<Bytes>>, RequestError> {
+        let request = forward.request;
+        let mut headers = request.headers;
+        let client_host =
+            request.uri.authority().map(|a| a.as_str().to_owned()).or_else(|| {
+                headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(String::from)
+            });
+        strip_hop_by_hop(&mut headers);
+        for edit in forward.edits {
+            match edit {
+                HeaderEdit::Set(name, value) => {
+                    headers.insert(name, value);
+                }
+                HeaderEdit::Append(name, value) => {
+                    headers.append(name, value);
+                }
+                HeaderEdit::Remove(name) => {
+                    headers.remove(name);
+                }
+            }
+        }
+        for name in &HOP_BY_HOP {
+            headers.remove(name);
+        }
+        set_forwarded(&mut headers, conn, client_host.as_deref(), trust_forwarded);
+        headers.remove(header::CONTENT_LENGTH);
+        headers.remove(header::HOST);
+        if self.preserve_host
+            && let Some(host) = client_host.as_deref().and_then(|h| HeaderValue::from_str(h).ok())
+        {
+            headers.insert(header::HOST, host);
+        }
+        let path = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let uri = http::Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build()
+            .map_err(|e| {
+                RequestError::new(ErrorKind::BadRequest, format!("request target: {e}"))
+            })?;
+        let mut out = http::Request::new(Full::new(request.body));
+        *out.method_mut() = request.method;
+        *out.uri_mut() = uri;
+        *out.headers_mut() = headers;
+        Ok(out)
+    }
+}
+
+/// Sets `X-Forwarded-For`, `-Proto` and `-Host`. Untrusted (the default), whatever the client
+/// sent under those names, and `Forwarded`, is replaced by what this gateway saw.
+fn set_forwarded(headers: &mut HeaderMap, conn: ConnInfo, host: Option<&str>, trusted: bool) {
+    let peer = conn.peer.ip().to_string();
+    let proto = HeaderValue::from_static(if conn.tls { "https" } else { "http" });
+    if trusted {
+        let chain = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+            Some(earlier) => format!("{earlier}, {peer}"),
+            None => peer,
+        };
+        if let Ok(chain) = HeaderValue::from_str(&chain) {
+            headers.insert(X_FORWARDED_FOR, chain);
+        }
+        if !headers.contains_key(&X_FORWARDED_PROTO) {
+            headers.insert(X_FORWARDED_PROTO, proto);
+        }
+        if !headers.contains_key(&X_FORWARDED_HOST)
+            && let Some(host) = host.and_then(|h| HeaderValue::from_str(h).ok())
+        {
+            headers.insert(X_FORWARDED_HOST, host);
+        }
+        return;
+    }
+    headers.remove(header::FORWARDED);
+    headers.remove(&X_FORWARDED_HOST);
+    if let Ok(peer) = HeaderValue::from_str(&peer) {
+        headers.insert(X_FORWARDED_FOR, peer);
+    }
+    headers.insert(X_FORWARDED_PROTO, proto);
+    if let Some(host) = host.and_then(|h| HeaderValue::from_str(h).ok()) {
+        headers.insert(X_FORWARDED_HOST, host);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An upstream's response body, streamed to the client, cut off when no data arrives for
+    /// the upstream's `idle_timeout`.
+    pub struct UpstreamBody {
+        #[pin]
+        inner: Incoming,
+        #[pin]
+        idle: tokio::time::Sleep,
+        timeout: Duration,
+        upstream: Arc<str>,
+    }
+}
+
+impl std::fmt::Debug for UpstreamBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamBody").field("upstream", &self.upstream).finish_non_exhaustive()
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut this = self.project();
+        match this.inner.poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let next = tokio::time::Instant::now() + *this.timeout;
+                this.idle.as_mut().reset(next);
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => match this.idle.poll(cx) {
+                Poll::Ready(()) => {
+                    tracing::warn!(upstream = %this.upstream, timeout = ?this.timeout, "response body idle: cut off");
+                    Poll::Ready(Some(Err("upstream response body idle".into())))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_the_ones_connection_names_are_dropped() {
+        let mut h = headers(&[
+            ("connection", "keep-alive, x-secret"),
+            ("connection", "x-other"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("proxy-authorization", "Basic x"),
+            ("x-secret", "1"),
+            ("x-other", "2"),
+            ("x-kept", "3"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-kept"]);
+    }
+
+    fn conn(tls: bool) -> ConnInfo {
+        ConnInfo { peer: "203.0.113.7:5555".parse().unwrap(), tls }
+    }
+
+    #[test]
+    fn untrusted_forwarding_headers_are_replaced() {
+        let mut h = headers(&[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-host", "evil.example"),
+            ("x-forwarded-proto", "https"),
+            ("forwarded", "for=10.0.0.1"),
+        ]);
+        set_forwarded(&mut h, conn(false), Some("api.example:8080"), false);
+        assert_eq!(h["x-forwarded-for"], "203.0.113.7");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "api.example:8080");
+        assert!(h.get("forwarded").is_none());
+    }
+
+    #[test]
+    fn trusted_forwarding_headers_are_extended() {
+        let mut h = headers(&[("x-forwarded-for", "198.51.100.1"), ("x-forwarded-proto", "https")]);
+        set_forwarded(&mut h, conn(false), Some("api.example"), true);
+        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 203.0.113.7");
+        assert_eq!(h["x-forwarded-proto"], "https", "kept");
+        assert_eq!(h["x-forwarded-host"], "api.example", "added");
+        let mut h = HeaderMap::new();
+        set_forwarded(&mut h, conn(true), None, true);
+        assert_eq!(
+            (&h["x-forwarded-for"], &h["x-forwarded-proto"]),
+            (
+                &"203.0.113.7".parse::<HeaderValue>().unwrap(),
+                &"https".parse::<HeaderValue>().unwrap()
+            )
+        );
+    }
+}
