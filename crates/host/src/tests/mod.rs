@@ -16,6 +16,10 @@ use hyper::body::{Body, Frame};
 use crate::config::Loaded;
 use crate::{ConnInfo, Gateway};
 
+mod forward;
+mod jwks;
+mod servers;
+
 const BUILTINS: &[(&str, &[u8])] = edgegate_guests::BUILTIN;
 
 async fn gateway(extra: &str) -> Gateway {
