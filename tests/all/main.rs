@@ -2,6 +2,7 @@
 //!
 //! One test binary (link time dominates on small machines), one module per topic.
 
+mod auth;
 mod cli;
 mod demo;
 mod hostile;

@@ -22,6 +22,7 @@ pub struct Gateway {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     stderr: Option<JoinHandle<String>>,
+    stdout: mpsc::Receiver<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -83,6 +84,7 @@ impl Gateway {
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
             .env_remove("EDGEGATE_LOG")
             .env_remove("EDGEGATE_CONFIG")
+            .env_remove("EDGEGATE_DEMO_SECRET")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -101,12 +103,18 @@ impl Gateway {
                 let _ = tx.send(line);
             }
         });
-        let mut gateway =
-            Self { child, addr: unbound(), admin: unbound(), stderr: Some(stderr), _dir: dir };
+        let mut gateway = Self {
+            child,
+            addr: unbound(),
+            admin: unbound(),
+            stderr: Some(stderr),
+            stdout: rx,
+            _dir: dir,
+        };
         let deadline = Instant::now() + START_TIMEOUT;
         while gateway.addr == unbound() || gateway.admin == unbound() {
             let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(line) = rx.recv_timeout(left) else {
+            let Ok(line) = gateway.stdout.recv_timeout(left) else {
                 let (status, stderr) = gateway.stop();
                 panic!("edgegate did not report its addresses ({status}); stderr:\n{stderr}");
             };
@@ -117,6 +125,20 @@ impl Gateway {
             }
         }
         gateway
+    }
+
+    /// The demo's tokens, by audience, as `serve` prints them after its addresses.
+    pub fn demo_tokens(&self) -> Vec<(String, String)> {
+        let mut tokens = Vec::new();
+        while tokens.len() < 2 {
+            let line = self.stdout.recv_timeout(Duration::from_secs(30)).expect("the demo tokens");
+            if let Some(rest) = line.strip_prefix("demo token for ")
+                && let Some((audience, token)) = rest.split_once(": ")
+            {
+                tokens.push((audience.to_owned(), token.to_owned()));
+            }
+        }
+        tokens
     }
 
     /// Sends a signal to the process.
@@ -243,4 +265,92 @@ pub fn read_reply(stream: &mut TcpStream) -> Reply {
         body.truncate(len.1.parse().unwrap());
     }
     Reply { status, headers, body }
+}
+
+/// A request an [`Origin`] received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub head: String,
+}
+
+impl Seen {
+    /// The value of header `name` (case-insensitive), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.split("\r\n").skip(1).find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    /// The request line.
+    pub fn request_line(&self) -> &str {
+        self.head.split("\r\n").next().unwrap_or("")
+    }
+}
+
+/// A real upstream on loopback, on threads: answers every request with a small JSON body (or
+/// never answers), and records what it received.
+pub struct Origin {
+    pub addr: SocketAddr,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+}
+
+impl Origin {
+    /// An origin that answers `{"origin":"test"}` with status 200.
+    pub fn start() -> Self {
+        Self::spawn(false)
+    }
+
+    /// An origin that reads requests and never answers.
+    pub fn hanging() -> Self {
+        Self::spawn(true)
+    }
+
+    fn spawn(hang: bool) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let record = record.clone();
+                std::thread::spawn(move || {
+                    loop {
+                        // Read a head; requests from the gateway carry their length.
+                        let mut head = Vec::new();
+                        let mut byte = [0u8; 1];
+                        while !head.ends_with(b"\r\n\r\n") {
+                            match stream.read(&mut byte) {
+                                Ok(1) => head.push(byte[0]),
+                                _ => return,
+                            }
+                        }
+                        let head = String::from_utf8_lossy(&head).into_owned();
+                        let seen = Seen { head };
+                        let length: usize =
+                            seen.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+                        let mut body = vec![0; length];
+                        if stream.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        record.lock().unwrap().push(seen);
+                        if hang {
+                            std::thread::sleep(Duration::from_secs(3600));
+                        }
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 17\r\n\r\n{\"origin\":\"test\"}";
+                        if stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { addr, seen }
+    }
+
+    /// Everything received so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
 }

@@ -1,0 +1,229 @@
+//! Edge auth through the real binary: the demo's tokens and origins, keys from every kind of
+//! configured source, and upstreams that are down or hang.
+
+use edgegate_testkit::{HMAC_SECRET, Signer, now};
+
+use crate::support::{Gateway, Origin, Reply, http, runtime_section, write_config};
+
+fn bearer(addr: std::net::SocketAddr, path: &str, token: &str) -> Reply {
+    http(addr, "GET", path, &[("Authorization", &format!("Bearer {token}"))], b"")
+}
+
+#[test]
+fn the_demo_routes_each_audience_to_its_origin() {
+    let mut gw = Gateway::demo(&[]);
+    let tokens = gw.demo_tokens();
+    assert_eq!(tokens.len(), 2);
+    for (audience, token) in &tokens {
+        let reply = http(
+            gw.addr,
+            "GET",
+            "/auth/orders?id=7",
+            &[("Authorization", &format!("Bearer {token}")), ("X-Jwt-Sub", "root")],
+            b"",
+        );
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let origin = reply.json();
+        assert_eq!(origin["upstream"], audience.as_str());
+        assert_eq!(
+            (origin["path"].as_str(), origin["query"].as_str()),
+            (Some("/auth/orders"), Some("id=7"))
+        );
+        let headers = &origin["headers"];
+        assert_eq!(headers["x-jwt-sub"], "demo-user", "the verified claim, not the client's");
+        assert_eq!(headers["x-jwt-aud"], audience.as_str());
+        assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
+        assert!(headers.get("authorization").is_none());
+    }
+
+    let missing = http(gw.addr, "GET", "/auth/orders", &[], b"");
+    assert_eq!((missing.status, missing.header("www-authenticate")), (401, Some("Bearer")));
+    assert_eq!(missing.error(), "missing_token");
+
+    // One signature character changed, well before the last (whose low bits must stay zero).
+    let mut tampered = tokens[0].1.clone().into_bytes();
+    let at = tampered.len() - 10;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let bad = bearer(gw.addr, "/auth/orders", &tampered);
+    assert_eq!(
+        (bad.status, bad.header("www-authenticate")),
+        (401, Some("Bearer error=\"invalid_token\""))
+    );
+    assert_eq!(bad.error(), "bad_signature");
+
+    let secret = edgegate_host::demo::DEFAULT_SECRET.as_bytes();
+    let elsewhere = edgegate_host::demo::token(secret, "service-c", "ada", now() as u64, 60);
+    let forbidden = bearer(gw.addr, "/auth/orders", &elsewhere);
+    assert_eq!((forbidden.status, forbidden.error().as_str()), (403, "unknown_audience"));
+
+    let (status, stderr) = gw.stop();
+    assert!(status.success(), "{stderr}");
+    let forwarded: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("edgegate::access") && l.contains("upstream=\"service-"))
+        .collect();
+    assert_eq!(forwarded.len(), 2, "{stderr}");
+}
+
+#[test]
+fn the_demo_secret_comes_from_the_environment() {
+    let gw = Gateway::demo(&[("EDGEGATE_DEMO_SECRET", "a-secret-of-my-own-of-32-bytes-or-more")]);
+    let tokens = gw.demo_tokens();
+    assert_eq!(bearer(gw.addr, "/auth/x", &tokens[0].1).status, 200);
+    let secret = edgegate_host::demo::DEFAULT_SECRET.as_bytes();
+    let with_default = edgegate_host::demo::token(secret, "service-a", "ada", now() as u64, 60);
+    assert_eq!(bearer(gw.addr, "/auth/x", &with_default).error(), "bad_signature");
+}
+
+/// A config whose auth-router trusts one key from each kind of source and forwards
+/// `service-a` to `a` and `service-b` to `b`.
+fn auth_config(dir: &std::path::Path, a: &str, b: &str) -> String {
+    let secret = dir.join("hs.secret");
+    std::fs::write(&secret, [HMAC_SECRET, b"\n"].concat()).unwrap();
+    let jwks = dir.join("jwks.json");
+    std::fs::write(
+        &jwks,
+        serde_json::json!({"keys": [Signer::es256().jwk(Some("ec"))]}).to_string(),
+    )
+    .unwrap();
+    let pem = format!("{}/testdata/jose/keys/rfc7515-a2-rsa.spki.pem", env!("CARGO_MANIFEST_DIR"));
+    format!(
+        r#"
+        {runtime}
+        [workers.auth]
+        module = "builtin:auth-router"
+        upstreams = ["service-a", "service-b"]
+        config = {{ claim_headers = "sub:x-jwt-sub" }}
+
+        [workers.auth.jwt]
+        issuer = "https://id.example"
+
+        [[workers.auth.jwt.keys]]
+        kid = "hs"
+        alg = "HS256"
+        secret_file = {secret:?}
+
+        [[workers.auth.jwt.keys]]
+        kid = "rsa"
+        alg = "RS256"
+        pem_file = {pem:?}
+
+        [[workers.auth.jwt.keys]]
+        jwk = '{ed}'
+
+        [[workers.auth.jwt.keys]]
+        jwks_file = {jwks:?}
+
+        [[routes]]
+        prefix = "/"
+        worker = "auth"
+
+        [upstreams.service-a]
+        url = "{a}"
+        first_byte_timeout = "300ms"
+
+        [upstreams.service-b]
+        url = "{b}"
+        first_byte_timeout = "300ms"
+        "#,
+        runtime = runtime_section(),
+        secret = secret.display().to_string(),
+        jwks = jwks.display().to_string(),
+        ed = Signer::eddsa().jwk(Some("ed")),
+    )
+}
+
+fn claims(aud: &str) -> serde_json::Value {
+    serde_json::json!({"iss": "https://id.example", "aud": aud, "sub": "ada", "exp": now() + 60})
+}
+
+#[test]
+fn tokens_signed_with_configured_keys_reach_a_real_upstream() {
+    let origin = Origin::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{}", origin.addr);
+    let gw = Gateway::start(&auth_config(dir.path(), &url, &url));
+    for (signer, kid) in [
+        (Signer::hs256(), "hs"),
+        (Signer::rs256(), "rsa"),
+        (Signer::eddsa(), "ed"),
+        (Signer::es256(), "ec"),
+    ] {
+        let reply =
+            bearer(gw.addr, "/orders?page=2", &signer.token(Some(kid), &claims("service-a")));
+        assert_eq!((reply.status, reply.text().as_str()), (200, r#"{"origin":"test"}"#), "{kid}");
+    }
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 4);
+    for request in &seen {
+        assert_eq!(request.request_line(), "GET /orders?page=2 HTTP/1.1");
+        assert_eq!(request.header("x-jwt-sub"), Some("ada"));
+        assert_eq!(request.header("authorization"), None);
+    }
+
+    let rs = Signer::rs256();
+    let expired =
+        serde_json::json!({"iss": "https://id.example", "aud": "service-a", "exp": now() - 3600});
+    for (token, code) in [
+        (rs.token(Some("rsa"), &expired), "token_expired"),
+        (Signer::ps256().token(Some("rsa"), &claims("service-a")), "alg_mismatch"),
+        (rs.token(Some("nope"), &claims("service-a")), "unknown_kid"),
+        (
+            rs.token(Some("rsa"), &serde_json::json!({"aud": "service-a", "exp": now() + 60})),
+            "bad_issuer",
+        ),
+        (rs.raw_token(r#"{"alg":"none","kid":"rsa"}"#, "{}"), "alg_none"),
+        (rs.raw_token(r#"{"alg":"RS256","kid":"rsa","jku":"http://evil"}"#, "{}"), "embedded_key"),
+        (rs.raw_token(r#"{"alg":"RS256","kid":"rsa","crit":["exp"]}"#, "{}"), "crit_unsupported"),
+        (format!("{}=", rs.token(Some("rsa"), &claims("service-a"))), "bad_base64"),
+        ("x".repeat(9000), "token_too_large"),
+    ] {
+        let reply = bearer(gw.addr, "/orders", &token);
+        assert_eq!((reply.status, reply.error().as_str()), (401, code));
+        assert_eq!(
+            reply.header("www-authenticate"),
+            Some("Bearer error=\"invalid_token\""),
+            "{code}"
+        );
+    }
+    assert_eq!(origin.seen().len(), 4, "nothing refused reached the upstream");
+}
+
+#[test]
+fn an_upstream_that_is_down_is_502_and_one_that_hangs_is_504() {
+    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let hanging = Origin::hanging();
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        auth_config(dir.path(), &format!("http://{down}"), &format!("http://{}", hanging.addr));
+    let mut gw = Gateway::start(&config);
+    let token = |aud: &str| Signer::hs256().token(Some("hs"), &claims(aud));
+    let refused = bearer(gw.addr, "/x", &token("service-a"));
+    assert_eq!((refused.status, refused.error().as_str()), (502, "upstream_connect_failed"));
+    let slow = bearer(gw.addr, "/x", &token("service-b"));
+    assert_eq!((slow.status, slow.error().as_str()), (504, "upstream_timeout"));
+    assert_eq!(hanging.seen().len(), 1, "it did get the request");
+    let (_, stderr) = gw.stop();
+    let upstream_lines = stderr.lines().filter(|l| l.contains("source=\"upstream\"")).count();
+    assert_eq!(upstream_lines, 2, "{stderr}");
+}
+
+#[test]
+fn check_reports_a_key_that_cannot_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = auth_config(dir.path(), "http://127.0.0.1:1", "http://127.0.0.1:1")
+        .replace("secret_file = ", "secret_env = \"EDGEGATE_TEST_NO_SUCH_VAR\"\n        # ");
+    let (_dir, path) = write_config(&config);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("workers.auth.jwt.keys[0].secret_env")
+            && stderr.contains("EDGEGATE_TEST_NO_SUCH_VAR"),
+        "{stderr}"
+    );
+}
