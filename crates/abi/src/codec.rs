@@ -141,6 +141,20 @@ pub(crate) fn write_header(
     w.bytes(value)
 }
 
+/// Encodes `(name, value)` pairs as a block [`HeaderBlock::parse_entries`] reads back.
+pub fn encode_entries<'e>(
+    entries: impl IntoIterator<Item = (&'e [u8], &'e [u8])>,
+) -> alloc::vec::Vec<u8> {
+    let mut out = alloc::vec::Vec::new();
+    for (name, value) in entries {
+        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        out.extend_from_slice(name);
+        out.extend_from_slice(value);
+    }
+    out
+}
+
 /// A validated block of `(name, value)` pairs. Names are compared case-insensitively by
 /// [`HeaderBlock::get`]; the host always sends them in lower case.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -157,6 +171,17 @@ impl<'a> HeaderBlock<'a> {
             r.entry()?;
         }
         r.finish()?;
+        Ok(Self { bytes, count })
+    }
+
+    /// Checks that `bytes` is a whole number of well-formed entries, however many.
+    pub fn parse_entries(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let mut count = 0u32;
+        while !r.buf.is_empty() {
+            r.entry()?;
+            count = count.checked_add(1).ok_or(DecodeError::BadValue)?;
+        }
         Ok(Self { bytes, count })
     }
 

@@ -67,7 +67,7 @@ pub mod jws;
 pub mod outcome;
 pub mod request;
 
-pub use codec::{DecodeError, HeaderBlock, HeaderIter, LengthMismatch};
+pub use codec::{DecodeError, HeaderBlock, HeaderIter, LengthMismatch, encode_entries};
 
 /// The ABI version this crate describes.
 pub const ABI_VERSION: u32 = 1;
@@ -137,6 +137,12 @@ pub mod imports {
     /// written to `out` only when `n <= out_cap`, so a guest may ask again with a larger
     /// buffer. [`crate::HostError::NotFound`] when the key is not configured.
     pub const CONFIG_GET: &str = "config_get";
+    /// `config_all(out_ptr: i32, out_cap: i32) -> i32`: the worker's whole `config` table in
+    /// one call, as a block of `[key_len][value_len][key][value]` entries in key order (see
+    /// [`crate::HeaderBlock::parse_entries`]). Returns the block's length `n`; it is written
+    /// only when `n <= out_cap`. A guest that reads several values makes one call instead of
+    /// one per key.
+    pub const CONFIG_ALL: &str = "config_all";
     /// `clock_wall() -> i64`: nanoseconds since the Unix epoch, from the host's real-time clock.
     /// For token lifetimes and timestamps; use [`CLOCK_MONOTONIC`] to measure durations.
     pub const CLOCK_WALL: &str = "clock_wall";
@@ -245,6 +251,22 @@ mod tests {
         assert_eq!(abi_version_of_export("edgegate_v1_alloc"), None);
         assert_eq!(abi_version_of_export("edgegate_v+1_handle"), None);
         assert_eq!(abi_version_of_export("memory"), None);
+    }
+
+    #[test]
+    fn entry_blocks_round_trip_and_refuse_truncation() {
+        let block = encode_entries([(&b"a"[..], &b"1"[..]), (b"jwt.issuer", b"https://id")]);
+        let parsed = HeaderBlock::parse_entries(&block).unwrap();
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(parsed.get("jwt.issuer"), Some(&b"https://id"[..]));
+        assert!(HeaderBlock::parse_entries(&[]).unwrap().is_empty());
+        // A cut at an entry boundary is a shorter block; anywhere else it is refused.
+        for cut in 1..block.len() {
+            match cut {
+                10 => assert_eq!(HeaderBlock::parse_entries(&block[..cut]).unwrap().len(), 1),
+                _ => assert!(HeaderBlock::parse_entries(&block[..cut]).is_err(), "{cut}"),
+            }
+        }
     }
 
     #[test]

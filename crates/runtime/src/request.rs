@@ -124,6 +124,8 @@ pub(crate) struct WorkerShared {
     pub(crate) name: String,
     pub(crate) limits: Limits,
     pub(crate) config: BTreeMap<String, String>,
+    /// `config`, encoded once for `config_all`.
+    pub(crate) config_block: Vec<u8>,
     pub(crate) keys: Option<Keys>,
     pub(crate) wall_clock: fn() -> std::time::SystemTime,
 }

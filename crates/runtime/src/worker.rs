@@ -64,10 +64,14 @@ impl Worker {
         let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
         let handle = export(EXPORT_HANDLE)?;
         let memory = export(EXPORT_MEMORY)?;
+        let config_block = edgegate_abi::encode_entries(
+            spec.config.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),
+        );
         let shared = Arc::new(WorkerShared {
             name: spec.name.to_owned(),
             limits: spec.limits,
             config: spec.config,
+            config_block,
             keys: spec.keys,
             wall_clock: runtime.config().wall_clock,
         });

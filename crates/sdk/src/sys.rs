@@ -14,6 +14,7 @@ mod imp {
         fn clock_monotonic() -> u64;
         fn random_fill(ptr: *mut u8, len: usize) -> i32;
         fn config_get(key_ptr: *const u8, key_len: usize, out_ptr: *mut u8, out_cap: usize) -> i32;
+        fn config_all(out_ptr: *mut u8, out_cap: usize) -> i32;
         fn clock_wall() -> i64;
         fn jws_verify(
             alg: i32,
@@ -61,6 +62,11 @@ mod imp {
     pub fn config(key: &[u8], out: &mut [u8]) -> i32 {
         // SAFETY: the host reads `key` and writes at most `out.len()` bytes into `out`.
         unsafe { config_get(key.as_ptr(), key.len(), out.as_mut_ptr(), out.len()) }
+    }
+
+    pub fn config_table(out: &mut [u8]) -> i32 {
+        // SAFETY: the host writes at most `out.len()` bytes into `out`.
+        unsafe { config_all(out.as_mut_ptr(), out.len()) }
     }
 
     pub fn wall_now() -> i64 {
@@ -111,6 +117,10 @@ mod imp {
 
     pub fn config(_key: &[u8], _out: &mut [u8]) -> i32 {
         HostError::NotFound.code()
+    }
+
+    pub fn config_table(_out: &mut [u8]) -> i32 {
+        0
     }
 
     pub fn wall_now() -> i64 {

@@ -53,12 +53,11 @@ struct Settings {
 }
 
 impl Settings {
-    fn from_config() -> Self {
+    fn from_table(config: &host::Config) -> Self {
         Self {
-            route_claim: host::config("route_claim").unwrap_or_else(|| "aud".into()),
-            claim_headers: host::config("claim_headers").unwrap_or_default(),
-            forward_authorization: host::config("forward_authorization")
-                .is_some_and(|v| v == "true"),
+            route_claim: config.get("route_claim").unwrap_or("aud").into(),
+            claim_headers: config.get("claim_headers").unwrap_or_default().into(),
+            forward_authorization: config.get("forward_authorization") == Some("true"),
         }
     }
 
@@ -87,7 +86,9 @@ fn verify(token: &str, validation: &Validation) -> Result<Jwt, jwt::Error> {
 
 /// Verifies, routes and forwards.
 pub fn handle(req: &Request) -> Response {
-    let validation = Validation::from_config();
+    // One host call for the whole configuration: the token policy and the worker's settings.
+    let config = host::Config::load();
+    let validation = Validation::from_table(&config);
     let token = match jwt::bearer_token(req).and_then(|token| verify(token, &validation)) {
         Ok(token) => token,
         Err(e) => {
@@ -95,19 +96,33 @@ pub fn handle(req: &Request) -> Response {
             return e.response();
         }
     };
-    let settings = Settings::from_config();
+    let settings = Settings::from_table(&config);
+    // One pass over the claims for the route claim and every claim header.
+    let wanted: Vec<(&str, &str)> = settings.claim_headers().collect();
+    let mut values: Vec<Option<Value<'_>>> = alloc::vec![None; wanted.len()];
+    let mut route = None;
+    for (key, value) in token.claims().iter() {
+        if key.eq_str(&settings.route_claim) {
+            route = Some(value);
+        }
+        for ((claim, _), slot) in wanted.iter().zip(values.iter_mut()) {
+            if key.eq_str(claim) {
+                *slot = Some(value);
+            }
+        }
+    }
     let Some(upstream) =
-        token.claim_strings(&settings.route_claim).find_map(|value| UPSTREAMS.get_json(value))
+        route.into_iter().flat_map(Value::strings).find_map(|value| UPSTREAMS.get_json(value))
     else {
         return Response::builder(403)
             .header("content-type", "application/json")
             .body(br#"{"error":"unknown_audience"}"#);
     };
     let mut forward = Forward::to(upstream);
-    for (claim, header) in settings.claim_headers() {
+    for ((_, header), value) in wanted.iter().zip(values) {
         // Set replaces whatever the client sent under that name; a claim the token lacks
         // removes it, so a client can never supply a "verified" claim itself.
-        forward = match token.claims().get(claim).and_then(header_value) {
+        forward = match value.and_then(header_value) {
             Some(value) => forward.set_header(header, value),
             None => forward.remove_header(header),
         };

@@ -1,4 +1,4 @@
-//! `config_get`: values from the worker's `config` table.
+//! `config_get` and `config_all`: values from the worker's `config` table.
 
 use edgegate_abi::HostError;
 use wasmtime::Caller;
@@ -32,6 +32,25 @@ pub(super) fn config_get(
             return Ok(HostError::InvalidArgument.code());
         };
         out.copy_from_slice(value.as_bytes());
+    }
+    Ok(len)
+}
+
+pub(super) fn config_all(
+    mut caller: Caller<'_, RequestState>,
+    out_ptr: u32,
+    out_cap: u32,
+) -> wasmtime::Result<i32> {
+    let Some((data, state)) = enter(&mut caller)? else {
+        return Ok(HostError::InvalidArgument.code());
+    };
+    let block = &state.worker.config_block;
+    let Ok(len) = i32::try_from(block.len()) else { return Ok(HostError::LimitExceeded.code()) };
+    if block.len() <= out_cap as usize {
+        let Some(out) = slice_mut(data, out_ptr, block.len() as u32) else {
+            return Ok(HostError::InvalidArgument.code());
+        };
+        out.copy_from_slice(block);
     }
     Ok(len)
 }

@@ -24,6 +24,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> 
     linker.func_wrap(IMPORT_MODULE, imports::CLOCK_MONOTONIC, clock::clock_monotonic)?;
     linker.func_wrap(IMPORT_MODULE, imports::RANDOM_FILL, random::random_fill)?;
     linker.func_wrap(IMPORT_MODULE, imports::CONFIG_GET, config::config_get)?;
+    linker.func_wrap(IMPORT_MODULE, imports::CONFIG_ALL, config::config_all)?;
     linker.func_wrap(IMPORT_MODULE, imports::CLOCK_WALL, clock::clock_wall)?;
     linker.func_wrap(IMPORT_MODULE, imports::JWS_VERIFY, jws::jws_verify)?;
     Ok(linker)

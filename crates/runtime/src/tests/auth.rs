@@ -222,3 +222,23 @@ async fn the_rfc7515_examples_verify_through_the_host_at_a_pinned_clock() {
     }
     assert_eq!(checked, 3);
 }
+
+#[tokio::test]
+async fn hostile_arguments_to_jws_verify_get_error_codes() {
+    let worker = runtime()
+        .load(WorkerSpec {
+            name: "hostile",
+            wasm: &std::fs::read(guests::HOSTILE).unwrap(),
+            limits: Limits::default(),
+            config: BTreeMap::new(),
+            keys: Some(all_keys()),
+        })
+        .unwrap();
+    let r = response(&worker, get("/jws-abuse")).await;
+    // InvalidArgument, LimitExceeded, InvalidArgument, InvalidArgument.
+    assert_eq!(r.body(), "-2 -3 -2 -2");
+    let mut verify = get("/verify");
+    verify.body = Signer::rs256().token(Some("RS256"), &good_claims()).into();
+    assert_eq!(response(&worker, verify).await.body(), "verified");
+    still_serves(&worker).await;
+}

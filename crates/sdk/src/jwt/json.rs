@@ -69,6 +69,19 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The strings of a value that is a string (one) or an array (each string element; others
+    /// are skipped); none for any other value.
+    pub fn strings(self) -> impl Iterator<Item = JsonStr<'a>> + 'a {
+        let (single, array) = match self {
+            Value::String(s) => (Some(s), None),
+            Value::Array(a) => (None, Some(a)),
+            _ => (None, None),
+        };
+        single
+            .into_iter()
+            .chain(array.into_iter().flat_map(Array::iter).filter_map(Value::as_json_str))
+    }
+
     /// The value's JSON text, exactly as written in the document.
     pub fn raw(self) -> &'a str {
         match self {
@@ -208,6 +221,10 @@ impl<'a> Number<'a> {
     /// NumericDate (RFC 7519 §2, seconds since the epoch, maybe fractional) needs.
     pub fn as_seconds(&self) -> i64 {
         let text = self.raw.as_bytes();
+        // Nearly every date is a plain non-negative integer: no 128-bit arithmetic for those.
+        if text.len() <= 18 && text.iter().all(u8::is_ascii_digit) {
+            return text.iter().fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+        }
         let (negative, text) = match text.split_first() {
             Some((b'-', rest)) => (true, rest),
             _ => (false, text),
@@ -320,7 +337,7 @@ impl<'a> Object<'a> {
                 cursor.skip_ws();
             }
             first = false;
-            let key = cursor.string().ok()?;
+            let key = cursor.string_unchecked().ok()?;
             cursor.skip_ws();
             cursor.expect(b':').ok()?;
             cursor.skip_ws();
@@ -361,6 +378,61 @@ pub fn parse_str(text: &str) -> Result<Value<'_>, JsonError> {
     }
     Ok(value)
 }
+
+/// The keys of one object, for the duplicate check: on the stack while there are few (a JOSE
+/// header or a claims set), in the arena beyond.
+#[derive(Default)]
+struct Keys<'a> {
+    small: [Option<JsonStr<'a>>; SMALL_OBJECT],
+    len: usize,
+    more: Vec<JsonStr<'a>>,
+}
+
+/// Objects with at most this many keys are checked for duplicates pairwise, without
+/// allocating; larger ones are sorted.
+const SMALL_OBJECT: usize = 12;
+
+impl<'a> Keys<'a> {
+    fn push(&mut self, key: JsonStr<'a>) {
+        if self.len < SMALL_OBJECT {
+            self.small[self.len] = Some(key);
+        } else {
+            if self.more.is_empty() {
+                self.more.extend(self.small.iter().flatten().copied());
+            }
+            self.more.push(key);
+        }
+        self.len += 1;
+    }
+
+    fn has_duplicate(&mut self) -> bool {
+        if self.len <= SMALL_OBJECT {
+            let keys = &self.small[..self.len];
+            return keys.iter().enumerate().any(|(i, a)| {
+                keys[..i].iter().any(|b| match (a, b) {
+                    (Some(a), Some(b)) => a.cmp_decoded(b) == Ordering::Equal,
+                    _ => false,
+                })
+            });
+        }
+        self.more.sort_unstable_by(JsonStr::cmp_decoded);
+        self.more.windows(2).any(|pair| pair[0].cmp_decoded(&pair[1]) == Ordering::Equal)
+    }
+}
+
+/// The bytes that end a run of plain string characters: `"`, `\` and the control characters.
+/// One table load per byte instead of three comparisons.
+static SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
 
 struct Cursor<'a> {
     bytes: &'a [u8],
@@ -421,7 +493,7 @@ impl<'a> Cursor<'a> {
                 loop {
                     match self.peek().ok_or(JsonError::Syntax)? {
                         b'"' => {
-                            self.string()?;
+                            self.string_unchecked()?;
                             continue;
                         }
                         b'{' | b'[' => depth += 1,
@@ -440,8 +512,30 @@ impl<'a> Cursor<'a> {
                     Value::Array(Array { raw })
                 })
             }
+            b'"' => self.string_unchecked().map(Value::String),
             _ => self.value(0),
         }
+    }
+
+    /// A string in text [`parse`] has validated: only the end is looked for.
+    fn string_unchecked(&mut self) -> Result<JsonStr<'a>, JsonError> {
+        let start = self.pos;
+        self.expect(b'"')?;
+        let mut escaped = false;
+        loop {
+            let rest = &self.bytes[self.pos..];
+            self.pos +=
+                rest.iter().position(|&b| SPECIAL[usize::from(b)]).ok_or(JsonError::Syntax)?;
+            match self.bump()? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    self.bump()?; // whatever follows a backslash is not the end
+                }
+                _ => {} // a control byte: cannot be here after validation
+            }
+        }
+        Ok(JsonStr { quoted: self.slice(start), escaped })
     }
 
     fn literal(&mut self, word: &str, value: Value<'a>) -> Result<Value<'a>, JsonError> {
@@ -460,7 +554,7 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         self.expect(b'{')?;
         self.skip_ws();
-        let mut keys: Vec<JsonStr<'a>> = Vec::new();
+        let mut keys = Keys::default();
         if self.peek() == Some(b'}') {
             self.pos += 1;
             return Ok(Object { raw: self.slice(start) });
@@ -482,8 +576,7 @@ impl<'a> Cursor<'a> {
                 _ => return Err(JsonError::Syntax),
             }
         }
-        keys.sort_unstable_by(JsonStr::cmp_decoded);
-        if keys.windows(2).any(|pair| pair[0].cmp_decoded(&pair[1]) == Ordering::Equal) {
+        if keys.has_duplicate() {
             return Err(JsonError::DuplicateKey);
         }
         Ok(Object { raw: self.slice(start) })
@@ -527,6 +620,10 @@ impl<'a> Cursor<'a> {
         self.expect(b'"')?;
         let mut escaped = false;
         loop {
+            // Hot path: plain characters, up to the next quote, backslash or control byte.
+            let rest = &self.bytes[self.pos..];
+            self.pos +=
+                rest.iter().position(|&b| SPECIAL[usize::from(b)]).ok_or(JsonError::Syntax)?;
             match self.bump()? {
                 b'"' => break,
                 b'\\' => {
@@ -549,8 +646,7 @@ impl<'a> Cursor<'a> {
                         _ => return Err(JsonError::Syntax),
                     }
                 }
-                0x00..=0x1f => return Err(JsonError::Syntax),
-                _ => {}
+                _ => return Err(JsonError::Syntax), // a control character
             }
         }
         Ok(JsonStr { quoted: self.slice(start), escaped })
@@ -658,6 +754,21 @@ mod tests {
             assert_eq!(parse(text.as_bytes()), Err(JsonError::DuplicateKey), "{text}");
         }
         assert!(parse(br#"{"a":{"k":1},"b":{"k":2}}"#).is_ok(), "same key in two objects");
+        // Past the small-object size the keys are sorted instead: the same answers.
+        let object = |keys: &[usize]| {
+            let members: vec::Vec<String> =
+                keys.iter().map(|k| std::format!("\"k{k}\":{k}")).collect();
+            std::format!("{{{}}}", members.join(","))
+        };
+        let distinct: vec::Vec<usize> = (0..3 * SMALL_OBJECT).collect();
+        assert!(parse(object(&distinct).as_bytes()).is_ok());
+        for (a, b) in
+            [(3, 3 * SMALL_OBJECT - 1), (0, 1), (SMALL_OBJECT - 1, SMALL_OBJECT), (30, 31)]
+        {
+            let mut keys = distinct.clone();
+            keys[b] = keys[a];
+            assert_eq!(parse(object(&keys).as_bytes()), Err(JsonError::DuplicateKey), "{a} = {b}");
+        }
     }
 
     #[test]

@@ -276,24 +276,28 @@ fn list(text: &str) -> Vec<String> {
 impl Validation {
     /// The policy the gateway configured for this worker, defaults where it set nothing.
     pub fn from_config() -> Self {
-        Self::from_lookup(crate::host::config)
+        Self::from_table(&crate::host::Config::load())
     }
 
-    /// The policy from any key-value source (what [`Validation::from_config`] does with the
-    /// gateway's).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+    /// The policy in a configuration table already read.
+    pub fn from_table(config: &crate::host::Config) -> Self {
+        Self::from_lookup(|key| config.get(key))
+    }
+
+    /// The policy from any key-value source.
+    pub fn from_lookup<'c>(lookup: impl Fn(&str) -> Option<&'c str>) -> Self {
         let mut v = Self::default();
         if let Some(issuer) = lookup(config_keys::ISSUER) {
-            v.issuer = Some(issuer);
+            v.issuer = Some(issuer.into());
         }
         if let Some(audiences) = lookup(config_keys::AUDIENCES) {
-            v.audiences = list(&audiences);
+            v.audiences = list(audiences);
         }
         if let Some(leeway) = lookup(config_keys::LEEWAY).and_then(|s| s.parse().ok()) {
             v.leeway = leeway;
         }
         if let Some(required) = lookup(config_keys::REQUIRED) {
-            v.required = list(&required);
+            v.required = list(required);
         }
         if let Some(max) = lookup(config_keys::MAX_TOKEN).and_then(|s| s.parse().ok()) {
             v.max_token_len = max;
@@ -390,16 +394,9 @@ fn object_text(bytes: Vec<u8>) -> Result<(String, Range<usize>), Error> {
     Ok((text, range))
 }
 
-/// The strings of a value that is a string or an array (others are skipped).
+/// The strings of a claim that is a string or an array (others are skipped).
 fn string_or_strings<'a>(value: Option<Value<'a>>) -> impl Iterator<Item = JsonStr<'a>> + 'a {
-    let (single, array) = match value {
-        Some(Value::String(s)) => (Some(s), None),
-        Some(Value::Array(a)) => (None, Some(a)),
-        _ => (None, None),
-    };
-    single
-        .into_iter()
-        .chain(array.into_iter().flat_map(|a| a.iter()).filter_map(Value::as_json_str))
+    value.into_iter().flat_map(Value::strings)
 }
 
 /// Checks a compact JWS: its shape, its header, and its signature through `keys`.
@@ -452,14 +449,49 @@ struct CheckedHeader {
     kid: Option<Vec<u8>>,
 }
 
+/// A member name, decoded, when it is short enough to be one of the registered names this
+/// module looks for (all are at most 4 bytes; 8 leaves room). One pass over an object then
+/// finds them all.
+struct ShortKey {
+    bytes: [u8; 8],
+    len: usize,
+}
+
+impl ShortKey {
+    fn of(key: JsonStr<'_>) -> Option<Self> {
+        let mut bytes = [0u8; 8];
+        if let Some(plain) = key.as_str() {
+            bytes.get_mut(..plain.len())?.copy_from_slice(plain.as_bytes());
+            return Some(Self { bytes, len: plain.len() });
+        }
+        let mut len = 0;
+        for c in key.chars() {
+            let mut utf8 = [0u8; 4];
+            let encoded = c.encode_utf8(&mut utf8).as_bytes();
+            bytes.get_mut(len..len + encoded.len())?.copy_from_slice(encoded);
+            len += encoded.len();
+        }
+        Some(Self { bytes, len })
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 fn check_header(header: Object<'_>) -> Result<CheckedHeader, Error> {
-    if header.get("crit").is_some() {
-        return Err(Error::CritUnsupported);
+    let (mut alg, mut kid) = (None, None);
+    for (key, value) in header.iter() {
+        let Some(name) = ShortKey::of(key) else { continue };
+        match name.as_bytes() {
+            b"crit" => return Err(Error::CritUnsupported),
+            b"jwk" | b"jku" | b"x5u" | b"x5c" => return Err(Error::EmbeddedKey),
+            b"alg" => alg = Some(value),
+            b"kid" => kid = Some(value),
+            _ => {}
+        }
     }
-    if ["jwk", "jku", "x5u", "x5c"].iter().any(|name| header.get(name).is_some()) {
-        return Err(Error::EmbeddedKey);
-    }
-    let alg = header.get("alg").ok_or(Error::Malformed)?.as_json_str().ok_or(Error::Malformed)?;
+    let alg = alg.ok_or(Error::Malformed)?.as_json_str().ok_or(Error::Malformed)?;
     if alg.chars().map(|c| c.to_ascii_lowercase()).eq("none".chars()) {
         return Err(Error::AlgNone);
     }
@@ -469,7 +501,7 @@ fn check_header(header: Object<'_>) -> Result<CheckedHeader, Error> {
     }
     let alg =
         core::str::from_utf8(&name).ok().and_then(Alg::from_name).ok_or(Error::AlgUnsupported)?;
-    let kid = match header.get("kid") {
+    let kid = match kid {
         None => None,
         Some(Value::String(kid)) => {
             let mut bytes = Vec::with_capacity(kid.raw().len().min(MAX_KID_LEN));
@@ -484,30 +516,72 @@ fn check_header(header: Object<'_>) -> Result<CheckedHeader, Error> {
 }
 
 /// A NumericDate claim: absent, or a JSON number (a string is [`Error::BadClaimType`]).
-fn numeric_date(claims: Object<'_>, name: &str) -> Result<Option<i64>, Error> {
-    match claims.get(name) {
+fn numeric_date(value: Option<Value<'_>>) -> Result<Option<i64>, Error> {
+    match value {
         None => Ok(None),
         Some(Value::Number(n)) => Ok(Some(n.as_seconds())),
         Some(_) => Err(Error::BadClaimType),
     }
 }
 
+/// The registered claims of a claims set, found in one pass.
+#[derive(Default)]
+struct Registered<'a> {
+    exp: Option<Value<'a>>,
+    nbf: Option<Value<'a>>,
+    iat: Option<Value<'a>>,
+    iss: Option<Value<'a>>,
+    aud: Option<Value<'a>>,
+}
+
+impl<'a> Registered<'a> {
+    fn of(claims: Object<'a>) -> Self {
+        let mut r = Self::default();
+        for (key, value) in claims.iter() {
+            let Some(name) = ShortKey::of(key) else { continue };
+            let slot = match name.as_bytes() {
+                b"exp" => &mut r.exp,
+                b"nbf" => &mut r.nbf,
+                b"iat" => &mut r.iat,
+                b"iss" => &mut r.iss,
+                b"aud" => &mut r.aud,
+                _ => continue,
+            };
+            *slot = Some(value);
+        }
+        r
+    }
+
+    /// Whether claim `name` is present, looking past the registered ones only when needed.
+    fn has(&self, claims: Object<'_>, name: &str) -> bool {
+        match name {
+            "exp" => self.exp.is_some(),
+            "nbf" => self.nbf.is_some(),
+            "iat" => self.iat.is_some(),
+            "iss" => self.iss.is_some(),
+            "aud" => self.aud.is_some(),
+            other => claims.get(other).is_some(),
+        }
+    }
+}
+
 fn check_claims(claims: Object<'_>, v: &Validation, now: i64) -> Result<(), Error> {
-    let exp = numeric_date(claims, "exp")?;
-    let nbf = numeric_date(claims, "nbf")?;
-    let iat = numeric_date(claims, "iat")?;
-    let iss = match claims.get("iss") {
+    let registered = Registered::of(claims);
+    let exp = numeric_date(registered.exp)?;
+    let nbf = numeric_date(registered.nbf)?;
+    let iat = numeric_date(registered.iat)?;
+    let iss = match registered.iss {
         None => None,
         Some(Value::String(s)) => Some(s),
         Some(_) => return Err(Error::BadClaimType),
     };
-    let aud = claims.get("aud");
+    let aud = registered.aud;
     match aud {
         None | Some(Value::String(_)) => {}
         Some(Value::Array(a)) if a.iter().all(|item| matches!(item, Value::String(_))) => {}
         Some(_) => return Err(Error::BadClaimType),
     }
-    if v.required.iter().any(|name| claims.get(name).is_none()) {
+    if !v.required.iter().all(|name| registered.has(claims, name)) {
         return Err(Error::MissingClaim);
     }
     let leeway = v.leeway.max(0);

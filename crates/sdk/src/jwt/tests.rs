@@ -345,19 +345,15 @@ fn required_claims_are_configurable() {
 
 #[test]
 fn validation_reads_its_config_keys() {
-    let v = Validation::from_lookup(|key| {
-        Some(
-            match key {
-                config_keys::ISSUER => "iss-1",
-                config_keys::AUDIENCES => "a, b,,c",
-                config_keys::LEEWAY => "5",
-                config_keys::REQUIRED => "",
-                config_keys::MAX_TOKEN => "4096",
-                _ => return None,
-            }
-            .into(),
-        )
-    });
+    let table = crate::host::Config::from_pairs([
+        (config_keys::ISSUER, "iss-1"),
+        (config_keys::AUDIENCES, "a, b,,c"),
+        (config_keys::LEEWAY, "5"),
+        (config_keys::REQUIRED, ""),
+        (config_keys::MAX_TOKEN, "4096"),
+        ("unrelated", "x"),
+    ]);
+    let v = Validation::from_table(&table);
     assert_eq!(v.issuer.as_deref(), Some("iss-1"));
     assert_eq!(v.audiences, ["a", "b", "c"]);
     assert_eq!((v.leeway, v.max_token_len), (5, 4096));
