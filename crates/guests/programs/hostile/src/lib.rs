@@ -20,6 +20,8 @@
 //! | `/unavailable` | returns the `Unavailable` error outcome |
 //! | `/config?key=K` | answers the configured value of K, or 404 |
 //! | `/random` | answers 16 random bytes from the host, hex encoded |
+//! | `/verify` | checks the body as a compact JWS with the host's keys: 200 `verified` or 401 and the code |
+//! | `/jws-abuse` | calls `jws_verify` with out-of-bounds pointers, an over-long kid and an unknown algorithm; answers the codes |
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -116,6 +118,18 @@ pub fn handle(req: &Request) -> Response {
                 Err(_) => Response::text(500, "no randomness"),
             }
         }
+        "verify" => {
+            let token = core::str::from_utf8(req.body()).unwrap_or("");
+            match edgegate_sdk::jwt::verify_jws(token, 64 << 10, &edgegate_sdk::jwt::HostKeys) {
+                Ok(_) => Response::text(200, "verified"),
+                Err(e) => Response::text(401, e.code()),
+            }
+        }
+        "jws-abuse" => {
+            let codes = jws_abuse();
+            let text = alloc::format!("{} {} {} {}", codes[0], codes[1], codes[2], codes[3]);
+            Response::text(200, &text)
+        }
         other => {
             host::log_fmt(LogLevel::Warn, format_args!("hostile: unknown path {other}"));
             Response::text(404, "unknown hostile path")
@@ -140,6 +154,40 @@ fn grow_past_the_cap() -> Response {
 #[cfg(not(target_arch = "wasm32"))]
 fn grow_past_the_cap() -> Response {
     Response::text(501, "only on wasm32")
+}
+
+/// `jws_verify` with arguments a well-behaved guest never passes; the host must answer each
+/// with an error code, never trap or read outside memory.
+#[cfg(target_arch = "wasm32")]
+fn jws_abuse() -> [i32; 4] {
+    #[link(wasm_import_module = "edgegate_v1")]
+    unsafe extern "C" {
+        fn jws_verify(
+            alg: i32,
+            kid: u32,
+            kid_len: u32,
+            input: u32,
+            input_len: u32,
+            sig: u32,
+            sig_len: u32,
+        ) -> i32;
+    }
+    let far = u32::MAX - 8;
+    // SAFETY: the host reads guest memory only through bounds-checked slices; these pointers
+    // are out of bounds on purpose, and nothing here touches them.
+    unsafe {
+        [
+            jws_verify(1, 0, 8, far, 100, 0, 32), // the input past the end of memory
+            jws_verify(1, 0, 100_000, 0, 8, 0, 32), // a kid past its cap
+            jws_verify(99, 0, u32::MAX, 0, 8, 0, 32), // no such algorithm
+            jws_verify(1, 0, u32::MAX, 0, 8, far, 64), // the signature past the end
+        ]
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn jws_abuse() -> [i32; 4] {
+    [0; 4]
 }
 
 #[cfg(target_arch = "wasm32")]
