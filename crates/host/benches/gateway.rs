@@ -1,0 +1,138 @@
+//! One request through the whole gateway (`Gateway::handle`), no client socket: route, read the
+//! body, run the worker in a fresh instance, and for `auth-router` proxy to a real upstream on
+//! loopback and stream its answer back. Everything runs on one thread (a current-thread tokio
+//! runtime drives the gateway and the upstream), so the time per iteration is the CPU the
+//! request costs there, the upstream's small share and the loopback round trip included.
+//!
+//! * `gateway/echo-json`: POST `{}` to echo-json (no upstream): the HTTP-side baseline.
+//! * `gateway/auth-router-HS256`: a GET with an HS256 bearer token, verified, routed on `aud`,
+//!   forwarded to the upstream, its `{"ok":true}` collected.
+//! * `gateway/auth-router-RS256`: the same with an RS256 token.
+//! * `gateway/forward-only`: the hostile test guest's `/forward`, which forwards at once, to the
+//!   same upstream: the proxy hop alone. `auth-router-HS256 − forward-only` is what edge auth
+//!   costs inside a proxied request.
+//!
+//! Run: `cargo bench -p edgegate-host --bench gateway`
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use edgegate_host::config::Loaded;
+use edgegate_host::{ConnInfo, Gateway};
+use edgegate_testkit::{Signer, now};
+use http_body_util::{BodyExt, Full};
+
+async fn upstream() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_request| async {
+                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                        Bytes::from_static(br#"{"ok":true}"#),
+                    )))
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    addr
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (hs, rs) = (Signer::hs256(), Signer::rs256());
+    let gateway = rt.block_on(async {
+        let addr = upstream().await;
+        let text = format!(
+            r#"
+            [runtime]
+            cache = false
+
+            [workers.echo]
+            module = "builtin:echo-json"
+            # Not testing the budget: stolen time on a VM is now and then charged to a request.
+            limits = {{ cpu = "1s" }}
+
+            [workers.auth]
+            module = "builtin:auth-router"
+            upstreams = ["service-a"]
+            limits = {{ cpu = "1s" }}
+            config = {{ claim_headers = "sub:x-jwt-sub,scope:x-jwt-scope" }}
+
+            [workers.auth.jwt]
+            [[workers.auth.jwt.keys]]
+            jwk = '{hs}'
+            [[workers.auth.jwt.keys]]
+            jwk = '{rs}'
+
+            [workers.forwarder]
+            module = "{hostile}"
+            upstreams = ["nowhere"]
+            limits = {{ cpu = "1s" }}
+
+            [[routes]]
+            path = "/echo"
+            worker = "echo"
+
+            [[routes]]
+            path = "/h/forward"
+            worker = "forwarder"
+
+            [[routes]]
+            prefix = "/"
+            worker = "auth"
+
+            [upstreams.service-a]
+            url = "http://{addr}"
+
+            [upstreams.nowhere]
+            url = "http://{addr}"
+            "#,
+            hostile = edgegate_guests::HOSTILE,
+            hs = hs.jwk(Some("hs")),
+            rs = rs.jwk(Some("rs")),
+        );
+        let loaded = Loaded::from_text(&text, "bench.toml", PathBuf::new()).unwrap();
+        Gateway::build(&loaded, edgegate_guests::BUILTIN).await.unwrap()
+    });
+    let conn = ConnInfo { peer: "127.0.0.1:50000".parse().unwrap(), tls: false };
+    let claims =
+        serde_json::json!({"sub": "ada", "aud": "service-a", "scope": "read", "exp": now() + 3600});
+    let run = |path: &str, token: Option<&str>, body: &'static [u8]| {
+        let mut request = http::Request::builder().uri(path).header("host", "api.example");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        } else {
+            request = request.method("POST");
+        }
+        let request = request.body(Full::new(Bytes::from_static(body))).unwrap();
+        rt.block_on(async {
+            let response = gateway.handle(request, conn).await;
+            let status = response.status();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status.as_u16(), body)
+        })
+    };
+    let (hs_token, rs_token) = (hs.token(Some("hs"), &claims), rs.token(Some("rs"), &claims));
+    assert_eq!(run("/echo", None, b"{}").0, 200);
+    assert_eq!(run("/orders", Some(&hs_token), b""), (200, Bytes::from_static(br#"{"ok":true}"#)));
+    assert_eq!(run("/orders", Some(&rs_token), b"").0, 200);
+    assert_eq!(run("/h/forward", Some("not-checked"), b"").0, 200);
+
+    let mut group = c.benchmark_group("gateway");
+    group.bench_function("echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
+    group.bench_function("auth-router-HS256", |b| b.iter(|| run("/orders", Some(&hs_token), b"")));
+    group.bench_function("auth-router-RS256", |b| b.iter(|| run("/orders", Some(&rs_token), b"")));
+    group
+        .bench_function("forward-only", |b| b.iter(|| run("/h/forward", Some("not-checked"), b"")));
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
