@@ -4,7 +4,7 @@
 //! payload into the arena; the signature is checked by a [`Verifier`]. The default one,
 //! [`HostKeys`], asks the gateway (`jws_verify`): the keys stay in the host and never enter
 //! guest memory, and RSA and ECDSA run at native speed. With the `guest-*` features,
-//! [`guest::GuestKeys`] verifies inside the guest instead, for running outside edgegate.
+//! `guest::GuestKeys` verifies inside the guest instead, for running outside edgegate.
 //!
 //! ```text
 //!  "Bearer h.p.s" ─▶ size cap ─▶ split in 3 ─▶ b64url(h) ─▶ header JSON ─▶ alg / crit / kid /
