@@ -101,6 +101,14 @@ impl Config {
         Self { block }
     }
 
+    /// Every `(key, value)`, in key order (values that are not UTF-8 are skipped).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let entries = edgegate_abi::HeaderBlock::parse_entries(&self.block).ok();
+        entries.into_iter().flat_map(|block| block.iter()).filter_map(|(k, v)| {
+            Some((core::str::from_utf8(k).ok()?, core::str::from_utf8(v).ok()?))
+        })
+    }
+
     /// The value of `key`, if configured.
     pub fn get(&self, key: &str) -> Option<&str> {
         let entries = edgegate_abi::HeaderBlock::parse_entries(&self.block).ok()?;

@@ -54,11 +54,20 @@ struct Settings {
 
 impl Settings {
     fn from_table(config: &host::Config) -> Self {
-        Self {
-            route_claim: config.get("route_claim").unwrap_or("aud").into(),
-            claim_headers: config.get("claim_headers").unwrap_or_default().into(),
-            forward_authorization: config.get("forward_authorization") == Some("true"),
+        let mut settings = Self {
+            route_claim: "aud".into(),
+            claim_headers: String::new(),
+            forward_authorization: false,
+        };
+        for (key, value) in config.iter() {
+            match key {
+                "route_claim" => settings.route_claim = value.into(),
+                "claim_headers" => settings.claim_headers = value.into(),
+                "forward_authorization" => settings.forward_authorization = value == "true",
+                _ => {}
+            }
         }
+        settings
     }
 
     /// `(claim, header)` pairs.

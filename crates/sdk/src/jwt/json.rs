@@ -366,6 +366,26 @@ pub fn parse(bytes: &[u8]) -> Result<Value<'_>, JsonError> {
     parse_str(core::str::from_utf8(bytes).map_err(|_| JsonError::Syntax)?)
 }
 
+/// Parses and validates a document that must be an object, calling `visit` with each of its
+/// members as they are read. A visitor's error stops the parse and is returned; a document
+/// that turns out invalid after some members were visited is still an error.
+pub fn parse_object<'a, E: From<JsonError>>(
+    text: &'a str,
+    visit: &mut dyn FnMut(JsonStr<'a>, Value<'a>) -> Result<(), E>,
+) -> Result<Object<'a>, E> {
+    let mut cursor = Cursor::new(text.as_bytes(), text);
+    cursor.skip_ws();
+    if cursor.peek() != Some(b'{') {
+        return Err(JsonError::Syntax.into());
+    }
+    let object = cursor.object_with(1, visit)?;
+    cursor.skip_ws();
+    if cursor.pos != text.len() {
+        return Err(JsonError::Syntax.into());
+    }
+    Ok(object)
+}
+
 /// [`parse`] for text already known to be UTF-8.
 pub fn parse_str(text: &str) -> Result<Value<'_>, JsonError> {
     let bytes = text.as_bytes();
@@ -548,8 +568,18 @@ impl<'a> Cursor<'a> {
     }
 
     fn object(&mut self, depth: usize) -> Result<Object<'a>, JsonError> {
+        self.object_with(depth, &mut |_, _| Ok(()))
+    }
+
+    /// An object, calling `visit` with each member as it is read (the first pass can then
+    /// do what a second would).
+    fn object_with<E: From<JsonError>>(
+        &mut self,
+        depth: usize,
+        visit: &mut dyn FnMut(JsonStr<'a>, Value<'a>) -> Result<(), E>,
+    ) -> Result<Object<'a>, E> {
         if depth > MAX_DEPTH {
-            return Err(JsonError::TooDeep);
+            return Err(JsonError::TooDeep.into());
         }
         let start = self.pos;
         self.expect(b'{')?;
@@ -562,22 +592,24 @@ impl<'a> Cursor<'a> {
         loop {
             self.skip_ws();
             if self.peek() != Some(b'"') {
-                return Err(JsonError::Syntax);
+                return Err(JsonError::Syntax.into());
             }
-            keys.push(self.string()?);
+            let key = self.string()?;
+            keys.push(key);
             self.skip_ws();
             self.expect(b':')?;
             self.skip_ws();
-            self.value(depth)?;
+            let value = self.value(depth)?;
+            visit(key, value)?;
             self.skip_ws();
             match self.bump()? {
                 b',' => continue,
                 b'}' => break,
-                _ => return Err(JsonError::Syntax),
+                _ => return Err(JsonError::Syntax.into()),
             }
         }
         if keys.has_duplicate() {
-            return Err(JsonError::DuplicateKey);
+            return Err(JsonError::DuplicateKey.into());
         }
         Ok(Object { raw: self.slice(start) })
     }
@@ -714,6 +746,26 @@ mod tests {
         assert_eq!(o.get("missing"), None);
         let names: vec::Vec<&str> = o.iter().map(|(k, _)| k.raw()).collect();
         assert_eq!(names, ["iss", "exp", "http://example.com/is_root"]);
+    }
+
+    #[test]
+    fn parse_object_visits_top_level_members_once() {
+        let mut seen = vec::Vec::new();
+        let text = r#" {"a":1,"b":{"c":2},"d":"x"} "#;
+        let o = parse_object::<JsonError>(text, &mut |k, v| {
+            seen.push((k.raw(), v.raw()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, [("a", "1"), ("b", r#"{"c":2}"#), ("d", "\"x\"")]);
+        assert_eq!(o.raw(), r#"{"a":1,"b":{"c":2},"d":"x"}"#);
+        for bad in ["[1]", "{} x", r#"{"a":1,"a":2}"#, "{"] {
+            assert!(parse_object::<JsonError>(bad, &mut |_, _| Ok(())).is_err(), "{bad}");
+        }
+        let stopped = parse_object::<JsonError>(r#"{"a":1,"b":2}"#, &mut |k, _| {
+            if k.raw() == "b" { Err(JsonError::Syntax) } else { Ok(()) }
+        });
+        assert_eq!(stopped, Err(JsonError::Syntax));
     }
 
     #[test]

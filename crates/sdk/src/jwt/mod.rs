@@ -279,28 +279,20 @@ impl Validation {
         Self::from_table(&crate::host::Config::load())
     }
 
-    /// The policy in a configuration table already read.
+    /// The policy in a configuration table already read (one pass over it).
     pub fn from_table(config: &crate::host::Config) -> Self {
-        Self::from_lookup(|key| config.get(key))
-    }
-
-    /// The policy from any key-value source.
-    pub fn from_lookup<'c>(lookup: impl Fn(&str) -> Option<&'c str>) -> Self {
         let mut v = Self::default();
-        if let Some(issuer) = lookup(config_keys::ISSUER) {
-            v.issuer = Some(issuer.into());
-        }
-        if let Some(audiences) = lookup(config_keys::AUDIENCES) {
-            v.audiences = list(audiences);
-        }
-        if let Some(leeway) = lookup(config_keys::LEEWAY).and_then(|s| s.parse().ok()) {
-            v.leeway = leeway;
-        }
-        if let Some(required) = lookup(config_keys::REQUIRED) {
-            v.required = list(required);
-        }
-        if let Some(max) = lookup(config_keys::MAX_TOKEN).and_then(|s| s.parse().ok()) {
-            v.max_token_len = max;
+        for (key, value) in config.iter() {
+            match key {
+                config_keys::ISSUER => v.issuer = Some(value.into()),
+                config_keys::AUDIENCES => v.audiences = list(value),
+                config_keys::LEEWAY => v.leeway = value.parse().unwrap_or(v.leeway),
+                config_keys::REQUIRED => v.required = list(value),
+                config_keys::MAX_TOKEN => {
+                    v.max_token_len = value.parse().unwrap_or(v.max_token_len)
+                }
+                _ => {}
+            }
         }
         v
     }
@@ -385,13 +377,10 @@ impl Jwt {
     }
 }
 
-/// Parses `bytes` as a JSON object; returns the text and where the object is in it.
-fn object_text(bytes: Vec<u8>) -> Result<(String, Range<usize>), Error> {
-    let text = String::from_utf8(bytes).map_err(|_| Error::Malformed)?;
-    let Value::Object(object) = json::parse_str(&text)? else { return Err(Error::Malformed) };
+/// Where `object` is in `text`.
+fn range_of(text: &str, object: Object<'_>) -> Range<usize> {
     let start = object.raw().as_ptr() as usize - text.as_ptr() as usize;
-    let range = start..start + object.raw().len();
-    Ok((text, range))
+    start..start + object.raw().len()
 }
 
 /// The strings of a claim that is a string or an array (others are skipped).
@@ -417,8 +406,11 @@ pub fn verify_jws<V: Verifier + ?Sized>(
     else {
         return Err(Error::Malformed);
     };
-    let (header, header_object) = object_text(b64::decode(header_b64)?)?;
-    let checked = check_header(Object::validated(&header[header_object.clone()]))?;
+    let header = String::from_utf8(b64::decode(header_b64)?).map_err(|_| Error::Malformed)?;
+    let mut fields = HeaderFields::default();
+    let header_object =
+        range_of(&header, json::parse_object(&header, &mut |k, v| fields.visit(k, v))?);
+    let checked = fields.check()?;
     let signature = b64::decode(signature_b64)?;
     if checked.alg.signature_len().is_some_and(|len| len != signature.len()) {
         return Err(Error::BadSignature);
@@ -439,8 +431,14 @@ pub fn verify<V: Verifier + ?Sized>(
     now: i64,
 ) -> Result<Jwt, Error> {
     let jws = verify_jws(token, validation.max_token_len, keys)?;
-    let (claims, claims_object) = object_text(jws.payload)?;
-    check_claims(Object::validated(&claims[claims_object.clone()]), validation, now)?;
+    let claims = String::from_utf8(jws.payload).map_err(|_| Error::Malformed)?;
+    let mut registered = Registered::default();
+    let object = json::parse_object(&claims, &mut |k, v| {
+        registered.visit(k, v);
+        Ok::<(), Error>(())
+    })?;
+    check_claims(object, &registered, validation, now)?;
+    let claims_object = range_of(&claims, object);
     Ok(Jwt { alg: jws.alg, claims, claims_object })
 }
 
@@ -479,40 +477,52 @@ impl ShortKey {
     }
 }
 
-fn check_header(header: Object<'_>) -> Result<CheckedHeader, Error> {
-    let (mut alg, mut kid) = (None, None);
-    for (key, value) in header.iter() {
-        let Some(name) = ShortKey::of(key) else { continue };
+/// The header members that matter, collected while the header is parsed.
+#[derive(Default)]
+struct HeaderFields<'a> {
+    alg: Option<Value<'a>>,
+    kid: Option<Value<'a>>,
+}
+
+impl<'a> HeaderFields<'a> {
+    fn visit(&mut self, key: JsonStr<'a>, value: Value<'a>) -> Result<(), Error> {
+        let Some(name) = ShortKey::of(key) else { return Ok(()) };
         match name.as_bytes() {
             b"crit" => return Err(Error::CritUnsupported),
             b"jwk" | b"jku" | b"x5u" | b"x5c" => return Err(Error::EmbeddedKey),
-            b"alg" => alg = Some(value),
-            b"kid" => kid = Some(value),
+            b"alg" => self.alg = Some(value),
+            b"kid" => self.kid = Some(value),
             _ => {}
         }
+        Ok(())
     }
-    let alg = alg.ok_or(Error::Malformed)?.as_json_str().ok_or(Error::Malformed)?;
-    if alg.chars().map(|c| c.to_ascii_lowercase()).eq("none".chars()) {
-        return Err(Error::AlgNone);
-    }
-    let mut name = Vec::with_capacity(8);
-    if !alg.decode_into(&mut name, 8) {
-        return Err(Error::AlgUnsupported);
-    }
-    let alg =
-        core::str::from_utf8(&name).ok().and_then(Alg::from_name).ok_or(Error::AlgUnsupported)?;
-    let kid = match kid {
-        None => None,
-        Some(Value::String(kid)) => {
-            let mut bytes = Vec::with_capacity(kid.raw().len().min(MAX_KID_LEN));
-            if !kid.decode_into(&mut bytes, MAX_KID_LEN) {
-                return Err(Error::UnknownKid);
-            }
-            Some(bytes)
+
+    fn check(self) -> Result<CheckedHeader, Error> {
+        let alg = self.alg.ok_or(Error::Malformed)?.as_json_str().ok_or(Error::Malformed)?;
+        if alg.chars().map(|c| c.to_ascii_lowercase()).eq("none".chars()) {
+            return Err(Error::AlgNone);
         }
-        Some(_) => return Err(Error::Malformed),
-    };
-    Ok(CheckedHeader { alg, kid })
+        let mut name = Vec::with_capacity(8);
+        if !alg.decode_into(&mut name, 8) {
+            return Err(Error::AlgUnsupported);
+        }
+        let alg = core::str::from_utf8(&name)
+            .ok()
+            .and_then(Alg::from_name)
+            .ok_or(Error::AlgUnsupported)?;
+        let kid = match self.kid {
+            None => None,
+            Some(Value::String(kid)) => {
+                let mut bytes = Vec::with_capacity(kid.raw().len().min(MAX_KID_LEN));
+                if !kid.decode_into(&mut bytes, MAX_KID_LEN) {
+                    return Err(Error::UnknownKid);
+                }
+                Some(bytes)
+            }
+            Some(_) => return Err(Error::Malformed),
+        };
+        Ok(CheckedHeader { alg, kid })
+    }
 }
 
 /// A NumericDate claim: absent, or a JSON number (a string is [`Error::BadClaimType`]).
@@ -535,21 +545,18 @@ struct Registered<'a> {
 }
 
 impl<'a> Registered<'a> {
-    fn of(claims: Object<'a>) -> Self {
-        let mut r = Self::default();
-        for (key, value) in claims.iter() {
-            let Some(name) = ShortKey::of(key) else { continue };
-            let slot = match name.as_bytes() {
-                b"exp" => &mut r.exp,
-                b"nbf" => &mut r.nbf,
-                b"iat" => &mut r.iat,
-                b"iss" => &mut r.iss,
-                b"aud" => &mut r.aud,
-                _ => continue,
-            };
-            *slot = Some(value);
-        }
-        r
+    /// Takes note of one member of the claims set.
+    fn visit(&mut self, key: JsonStr<'a>, value: Value<'a>) {
+        let Some(name) = ShortKey::of(key) else { return };
+        let slot = match name.as_bytes() {
+            b"exp" => &mut self.exp,
+            b"nbf" => &mut self.nbf,
+            b"iat" => &mut self.iat,
+            b"iss" => &mut self.iss,
+            b"aud" => &mut self.aud,
+            _ => return,
+        };
+        *slot = Some(value);
     }
 
     /// Whether claim `name` is present, looking past the registered ones only when needed.
@@ -565,8 +572,12 @@ impl<'a> Registered<'a> {
     }
 }
 
-fn check_claims(claims: Object<'_>, v: &Validation, now: i64) -> Result<(), Error> {
-    let registered = Registered::of(claims);
+fn check_claims(
+    claims: Object<'_>,
+    registered: &Registered<'_>,
+    v: &Validation,
+    now: i64,
+) -> Result<(), Error> {
     let exp = numeric_date(registered.exp)?;
     let nbf = numeric_date(registered.nbf)?;
     let iat = numeric_date(registered.iat)?;

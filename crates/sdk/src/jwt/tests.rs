@@ -358,7 +358,7 @@ fn validation_reads_its_config_keys() {
     assert_eq!(v.audiences, ["a", "b", "c"]);
     assert_eq!((v.leeway, v.max_token_len), (5, 4096));
     assert!(v.required.is_empty());
-    assert_eq!(Validation::from_lookup(|_| None), Validation::default());
+    assert_eq!(Validation::from_table(&crate::host::Config::default()), Validation::default());
 }
 
 #[test]
