@@ -252,38 +252,42 @@ impl<'a> Number<'a> {
             }
             None => 0,
         };
-        // value = mantissa × 10^scale, with the mantissa's leading digits only (39 digits
-        // overflow an i128; beyond 38 the rest cannot change a result that saturates anyway).
-        let mut mantissa: i128 = 0;
+        // value = mantissa × 10^scale with the first 18 significant digits (exact below
+        // 10^18 s, thirty billion years; past that, dates saturate anyway). 64-bit only.
+        let mut mantissa: u64 = 0;
         let mut scale = exponent;
         let mut digits = 0;
+        let mut dropped = false;
         for &d in int.iter().chain(frac) {
-            if digits < 38 {
-                mantissa = mantissa * 10 + i128::from(d - b'0');
+            if digits < 18 {
+                mantissa = mantissa * 10 + u64::from(d - b'0');
                 if mantissa != 0 {
                     digits += 1;
                 }
             } else {
                 scale += 1;
+                dropped |= d != b'0';
             }
         }
         scale -= frac.len().min(1000) as i32;
-        let floor = if scale >= 0 {
-            let mut value = mantissa;
-            for _ in 0..scale.min(40) {
-                value = value.saturating_mul(10);
-            }
-            if negative { -value } else { value }
+        let (magnitude, inexact) = if scale >= 0 {
+            let scaled = (0..scale.min(20)).fold(mantissa, |v, _| v.saturating_mul(10));
+            (scaled, false)
         } else {
-            let divisor = (0..(-scale).min(40)).fold(1i128, |acc, _| acc.saturating_mul(10));
-            let (q, r) = (mantissa / divisor, mantissa % divisor);
-            match (negative, r != 0) {
-                (true, true) => -q - 1,
-                (true, false) => -q,
-                (false, _) => q,
+            match 10u64.checked_pow((-scale) as u32) {
+                Some(divisor) => (mantissa / divisor, !mantissa.is_multiple_of(divisor) || dropped),
+                None => (0, mantissa != 0 || dropped),
             }
         };
-        floor.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+        let Ok(magnitude) = i64::try_from(magnitude) else {
+            return if negative { i64::MIN } else { i64::MAX };
+        };
+        match (negative, inexact) {
+            (false, _) => magnitude,
+            // Rounding down a negative number with a fraction goes one further from zero.
+            (true, true) => magnitude.saturating_neg().saturating_sub(1),
+            (true, false) => magnitude.saturating_neg(),
+        }
     }
 }
 
@@ -435,7 +439,7 @@ impl<'a> Keys<'a> {
                 })
             });
         }
-        self.more.sort_unstable_by(JsonStr::cmp_decoded);
+        heapsort(&mut self.more, |a, b| a.cmp_decoded(b) == Ordering::Less);
         self.more.windows(2).any(|pair| pair[0].cmp_decoded(&pair[1]) == Ordering::Equal)
     }
 }
@@ -453,6 +457,33 @@ static SPECIAL: [bool; 256] = {
     table[b'\\' as usize] = true;
     table
 };
+
+/// Sorts `v` by `less` in O(n log n) with no allocation. Here instead of `sort_unstable_by`,
+/// which is several KiB of Wasm for a path that only objects of more than
+/// [`SMALL_OBJECT`] keys take.
+fn heapsort<T>(v: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    let sift_down = |v: &mut [T], mut node: usize| loop {
+        let mut child = 2 * node + 1;
+        if child >= v.len() {
+            break;
+        }
+        if child + 1 < v.len() && less(&v[child], &v[child + 1]) {
+            child += 1;
+        }
+        if !less(&v[node], &v[child]) {
+            break;
+        }
+        v.swap(node, child);
+        node = child;
+    };
+    for node in (0..v.len() / 2).rev() {
+        sift_down(v, node);
+    }
+    for end in (1..v.len()).rev() {
+        v.swap(0, end);
+        sift_down(&mut v[..end], 0);
+    }
+}
 
 struct Cursor<'a> {
     bytes: &'a [u8],
@@ -944,6 +975,25 @@ mod tests {
                 // serde_json keeps the last duplicate; depth cannot be reached in 24 bytes.
                 Err(JsonError::DuplicateKey) => prop_assert!(theirs.is_ok()),
                 Err(JsonError::TooDeep) => prop_assert!(false, "{text:?}"),
+            }
+        }
+
+        #[test]
+        fn heapsort_sorts(mut v in proptest::collection::vec(any::<u16>(), 0..200)) {
+            let mut expected = v.clone();
+            expected.sort();
+            heapsort(&mut v, |a, b| a < b);
+            prop_assert_eq!(v, expected);
+        }
+
+        #[test]
+        fn numeric_dates_match_a_float_floor(int in 0u64..10_000_000_000, frac in "[0-9]{0,6}", exp in -8i32..8, negative in any::<bool>()) {
+            let text = std::format!("{}{int}{}{}e{exp}", if negative { "-" } else { "" }, if frac.is_empty() { "" } else { "." }, frac);
+            let Value::Number(n) = parse(text.as_bytes()).unwrap() else { panic!() };
+            let float: f64 = text.parse().unwrap();
+            // f64 is exact to about 15 digits; compare where it is.
+            if float.abs() < 1e15 {
+                prop_assert_eq!(n.as_seconds(), float.floor() as i64, "{}", text);
             }
         }
 
