@@ -34,7 +34,8 @@ pub fn b64(bytes: &[u8]) -> String {
     Base64UrlUnpadded::encode_string(bytes)
 }
 
-fn b64d(text: &str) -> Vec<u8> {
+/// Decodes unpadded base64url (test data is canonical).
+pub fn b64d(text: &str) -> Vec<u8> {
     Base64UrlUnpadded::decode_vec(text).expect("the test keys are canonical base64url")
 }
 

@@ -14,6 +14,11 @@ use super::*;
 
 /// A gateway whose auth-router forwards `aud: service-a` to `a` and `service-b` to `b`.
 async fn auth_gateway(a: &str, b: &str, extra: &str) -> Gateway {
+    auth_gateway_with(a, "first_byte_timeout = \"300ms\"\nidle_timeout = \"300ms\"", b, extra).await
+}
+
+/// [`auth_gateway`] with `a_settings` as service-a's timeouts.
+async fn auth_gateway_with(a: &str, a_settings: &str, b: &str, extra: &str) -> Gateway {
     let jwk = Signer::hs256().jwk(Some("k1")).to_string();
     let text = format!(
         r#"
@@ -43,8 +48,7 @@ async fn auth_gateway(a: &str, b: &str, extra: &str) -> Gateway {
 
         [upstreams.service-a]
         url = "{a}"
-        first_byte_timeout = "300ms"
-        idle_timeout = "300ms"
+        {a_settings}
 
         [upstreams.service-b]
         url = "{b}"
@@ -216,4 +220,28 @@ async fn trusted_forwarding_headers_are_extended() {
     let seen = &upstream.requests()[0].headers;
     assert_eq!(seen["x-forwarded-for"], "198.51.100.4, 127.0.0.1");
     assert_eq!(seen["x-forwarded-proto"], "https");
+}
+
+#[tokio::test]
+async fn an_upstream_that_never_accepts_is_504_at_the_connect_timeout() {
+    // A listener with a backlog of one that never accepts: once the queue is full, the kernel
+    // drops new SYNs and a connect hangs until the gateway gives up.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        let attempt =
+            tokio::time::timeout(Duration::from_millis(200), tokio::net::TcpStream::connect(addr));
+        if let Ok(Ok(stream)) = attempt.await {
+            fillers.push(stream);
+        }
+    }
+    // Only the connect timeout can end this: the response head may take an hour.
+    let settings = "connect_timeout = \"300ms\"\nfirst_byte_timeout = \"1h\"";
+    let g = auth_gateway_with(&url(addr), settings, &url(addr), "").await;
+    let (status, _, body) = send(&g, authorized(Method::GET, "/x", "service-a", "")).await;
+    assert_eq!((status.as_u16(), error_code(&body).as_str()), (504, "upstream_timeout"));
+    drop((listener, fillers));
 }

@@ -242,3 +242,36 @@ async fn hostile_arguments_to_jws_verify_get_error_codes() {
     assert_eq!(response(&worker, verify).await.body(), "verified");
     still_serves(&worker).await;
 }
+
+#[tokio::test]
+async fn ecdsa_signatures_out_of_range_are_refused_by_the_host() {
+    let worker = auth_router(runtime(), Some(all_keys()), &[]);
+    let token = Signer::es256().token(Some("ES256"), &good_claims());
+    let (input, sig) = token.rsplit_once('.').unwrap();
+    let sig = edgegate_testkit::b64d(sig);
+    // The order n of P-256.
+    let n = edgegate_testkit::b64d("_____wAAAAD__________7zm-q2nF56E87nKwvxjJVE");
+    let (r, s) = sig.split_at(32);
+    for bad in [
+        [&[0u8; 32][..], s].concat(),
+        [r, &[0u8; 32]].concat(),
+        [&n[..], s].concat(),
+        [r, &n[..]].concat(),
+        sig[..63].to_vec(),
+    ] {
+        let token = format!("{input}.{}", edgegate_testkit::b64(&bad));
+        let (status, body) = outcome(&worker, with_token(&token)).await.unwrap_err();
+        assert_eq!((status, body.as_str()), (401, r#"{"error":"bad_signature"}"#));
+    }
+}
+
+#[tokio::test]
+async fn authorization_is_forwarded_only_when_configured() {
+    let keep = auth_router(runtime(), Some(all_keys()), &[("forward_authorization", "true")]);
+    let token = Signer::hs256().token(Some("HS256"), &good_claims());
+    let forward = outcome(&keep, with_token(&token)).await.unwrap();
+    assert!(
+        !forward.edits.iter().any(|e| matches!(e, HeaderEdit::Remove(n) if n == "authorization"))
+    );
+    assert!(forward.request.headers.contains_key("authorization"), "the request still carries it");
+}
