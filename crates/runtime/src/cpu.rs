@@ -1,8 +1,9 @@
 //! Measuring the CPU time a request's guest code consumes.
 //!
 //! A request's guest runs only while the future that drives it is being polled: on a Wasmtime
-//! fiber, on whichever tokio worker thread polls it. [`metered`] wraps that future and reads
-//! the thread CPU clock around each poll; the sum over polls is the request's CPU time.
+//! fiber, on whichever tokio worker thread polls it. [`metered`] wraps the future of the
+//! guest's entry-point call (not the instantiation before it, which is the gateway's work) and
+//! reads the thread CPU clock around each poll; the sum over polls is the request's CPU time.
 //! Between polls (waiting for an async host call, after a yield, while other tasks run on the
 //! thread) nothing is charged. The epoch callback, which runs on the same thread inside a poll,
 //! asks [`used`] for the total so far.

@@ -22,12 +22,15 @@ pub struct Limits {
     /// **CPU time**, per request (default 2 ms).
     ///
     /// Bounds the CPU time the request's guest code (and the host functions it calls
-    /// synchronously) consumes, read from the thread CPU clock
+    /// synchronously) consumes from the call of its entry point on (instantiating the fresh
+    /// instance is the gateway's cost, not the worker's), read from the thread CPU clock
     /// (`CLOCK_THREAD_CPUTIME_ID`) of the thread running the guest, and summed over every
     /// stretch the guest runs. Time the guest spends waiting (for an asynchronous host call,
     /// for the scheduler after it yields, or preempted by the OS) is not counted. It is checked
     /// at every epoch tick (see `RuntimeConfig::epoch_tick`, default 1 ms), so a guest is stopped
-    /// within about one tick past its budget. The request gets **503 `cpu_budget_exceeded`**.
+    /// within about one tick past its budget. The clock alone does not stop a guest: it must
+    /// also have been seen running at about budget / tick ticks, so that one stall the kernel or
+    /// a hypervisor charges to the thread does not stop a request that did not do the work. The request gets **503 `cpu_budget_exceeded`**.
     pub cpu: Duration,
 
     /// **Wall-clock deadline**, per request (default 1 s).

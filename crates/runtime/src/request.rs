@@ -128,6 +128,9 @@ pub(crate) struct WorkerShared {
     pub(crate) config_block: Vec<u8>,
     pub(crate) keys: Option<Keys>,
     pub(crate) wall_clock: fn() -> std::time::SystemTime,
+    /// The epoch ticks a guest must have been seen running at before its CPU budget can stop
+    /// it: the budget in ticks, at least 1.
+    pub(crate) cpu_ticks: u32,
 }
 
 /// Why the runtime stopped a guest, recorded before it interrupts so that the trap that follows
@@ -148,6 +151,8 @@ pub(crate) struct RequestState {
     pub(crate) memory: Option<Memory>,
     pub(crate) hostcalls: u32,
     pub(crate) stop: Option<Stop>,
+    /// Epoch ticks the guest has been seen running at.
+    ticks_seen: u32,
     memory_refused: bool,
     deadline: Instant,
 }
@@ -211,7 +216,14 @@ fn on_epoch(mut store: StoreContextMut<'_, RequestState>) -> wasmtime::Result<Up
         state.stop = Some(Stop::Deadline);
         return Ok(UpdateDeadline::Interrupt);
     }
-    if cpu::used().is_some_and(|used| used > state.worker.limits.cpu) {
+    // The CPU clock alone is not enough evidence: a stall the kernel or the hypervisor charges
+    // to the thread (seen here after idle minutes: 23 ms at once) would stop a guest that did
+    // not do the work. A guest really over its budget has also been seen running at about
+    // budget / tick ticks; a stall is seen at one.
+    state.ticks_seen += 1;
+    if state.ticks_seen >= state.worker.cpu_ticks
+        && cpu::used().is_some_and(|used| used > state.worker.limits.cpu)
+    {
         state.stop = Some(Stop::Cpu);
         return Ok(UpdateDeadline::Interrupt);
     }
@@ -246,6 +258,7 @@ pub(crate) async fn run(
         memory: None,
         hostcalls: 0,
         stop: None,
+        ticks_seen: 0,
         memory_refused: false,
         deadline,
     };
@@ -255,10 +268,10 @@ pub(crate) async fn run(
     store.epoch_deadline_callback(on_epoch);
 
     // Pinned in place: the future holds Wasmtime's instantiate and call state (a few KiB), and
-    // moving it into the meter and the timeout would copy all of it on every request.
+    // moving it into the timeout would copy all of it on every request.
     let result = {
         let call = std::pin::pin!(call_guest(&mut store, &target, request_len));
-        tokio::time::timeout_at(deadline.into(), cpu::metered(call)).await
+        tokio::time::timeout_at(deadline.into(), call).await
     };
     let packed = match result {
         Ok(Ok(packed)) => packed,
@@ -293,7 +306,11 @@ async fn call_guest(
         .and_then(|export| export.into_func())
         .ok_or_else(|| wasmtime::format_err!("handle export vanished"))?
         .typed::<u32, u64>(&*store)?;
-    handle.call_async(&mut *store, request_len).await
+    // Only the guest's call is metered: instantiating is the gateway's work, and it can be
+    // slow for reasons that are not the worker's (a cold process whose pages the kernel took
+    // back while it sat idle).
+    let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
+    cpu::metered(call).await
 }
 
 /// Turns a failed call into the kind of failure it was.

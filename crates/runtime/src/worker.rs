@@ -67,6 +67,7 @@ impl Worker {
         let config_block = edgegate_abi::encode_entries(
             spec.config.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),
         );
+        let cpu_ticks = cpu_ticks(spec.limits.cpu, runtime.config().epoch_tick);
         let shared = Arc::new(WorkerShared {
             name: spec.name.to_owned(),
             limits: spec.limits,
@@ -74,6 +75,7 @@ impl Worker {
             config_block,
             keys: spec.keys,
             wall_clock: runtime.config().wall_clock,
+            cpu_ticks,
         });
         Ok(Self { inner: Arc::new(Inner { shared, pre, handle, memory, cache }) })
     }
@@ -113,6 +115,12 @@ impl Worker {
     }
 }
 
+/// The budget in epoch ticks, rounded up, at least 1.
+fn cpu_ticks(budget: std::time::Duration, tick: std::time::Duration) -> u32 {
+    let ticks = budget.as_nanos().div_ceil(tick.as_nanos().max(1));
+    u32::try_from(ticks).unwrap_or(u32::MAX).max(1)
+}
+
 /// Checks the exports against ABI v1 and the initial memory against the limit.
 fn check_exports(module: &Module, limits: &Limits) -> Result<(), LoadError> {
     if let Some(found) = module
@@ -147,4 +155,22 @@ fn check_exports(module: &Module, limits: &Limits) -> Result<(), LoadError> {
         return Err(LoadError::InitialMemory { needed, limit: limits.memory });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_ticks;
+    use std::time::Duration;
+
+    #[test]
+    fn cpu_budget_in_ticks() {
+        let ms = Duration::from_millis;
+        assert_eq!(cpu_ticks(ms(2), ms(1)), 2);
+        assert_eq!(cpu_ticks(Duration::from_micros(2500), ms(1)), 3);
+        assert_eq!(cpu_ticks(Duration::from_micros(100), ms(1)), 1, "at least one");
+        assert_eq!(
+            cpu_ticks(Duration::from_secs(3600 * 24 * 365 * 1000), Duration::from_nanos(1)),
+            u32::MAX
+        );
+    }
 }
