@@ -78,6 +78,10 @@ impl<'a> Reader<'a> {
         core::str::from_utf8(self.bytes(len)?).map_err(|_| DecodeError::NotUtf8)
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
     pub(crate) fn finish(self) -> Result<(), DecodeError> {
         if self.buf.is_empty() { Ok(()) } else { Err(DecodeError::TrailingBytes) }
     }

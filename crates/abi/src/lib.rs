@@ -64,6 +64,7 @@ extern crate alloc;
 
 mod codec;
 pub mod jws;
+pub mod kv;
 pub mod outcome;
 pub mod request;
 
@@ -160,6 +161,71 @@ pub mod imports {
     /// stale), [`crate::HostError::LimitExceeded`] (a kid or input over its cap) or
     /// [`crate::HostError::InvalidArgument`].
     pub const JWS_VERIFY: &str = "jws_verify";
+
+    /// `kv_get(ns_ptr: i32, ns_len: i32, key_ptr: i32, key_len: i32, out_ptr: i32,
+    /// out_cap: i32) -> i32`: reads `key` from the namespace `ns`. Returns the value's length
+    /// `n`; the value is written to `out` only when `n <= out_cap`. When it is not, the host
+    /// keeps the value, and the same call again (with a larger buffer) answers from it without
+    /// a second read of the store. [`crate::HostError::NotFound`] when there is no such key.
+    ///
+    /// Every KV call may also fail with [`crate::HostError::NotGranted`] (the worker's
+    /// configuration does not grant `ns`), [`crate::HostError::LimitExceeded`] (a key over
+    /// [`crate::kv::MAX_KEY_LEN`], a value over the worker's cap, or the request's KV
+    /// operations spent: each key of a batch counts one), [`crate::HostError::Unavailable`]
+    /// (the store cannot be reached), [`crate::HostError::Timeout`] or
+    /// [`crate::HostError::InvalidArgument`].
+    pub const KV_GET: &str = "kv_get";
+    /// `kv_get_batch(ns_ptr: i32, ns_len: i32, keys_ptr: i32, keys_len: i32, out_ptr: i32,
+    /// out_cap: i32) -> i32`: reads several keys in one call. `keys` is a list block (see
+    /// [`crate::kv`]); the answer is a list block of the values in the same order, a missing key
+    /// as [`crate::kv::MISSING`]. Returns the answer's length, written and kept as
+    /// [`KV_GET`] does.
+    pub const KV_GET_BATCH: &str = "kv_get_batch";
+    /// `kv_put(ns_ptr: i32, ns_len: i32, key_ptr: i32, key_len: i32, value_ptr: i32,
+    /// value_len: i32, ttl_ms: i64) -> i32`: stores `value` under `key`, for `ttl_ms`
+    /// milliseconds ([`crate::kv::NO_TTL`]: until deleted). Returns 0.
+    pub const KV_PUT: &str = "kv_put";
+    /// `kv_put_batch(ns_ptr: i32, ns_len: i32, entries_ptr: i32, entries_len: i32,
+    /// ttl_ms: i64) -> i32`: stores every entry of an entry block (see [`crate::kv`]) in one
+    /// call, all with the same TTL. Returns the number of entries stored.
+    pub const KV_PUT_BATCH: &str = "kv_put_batch";
+    /// `kv_delete(ns_ptr: i32, ns_len: i32, key_ptr: i32, key_len: i32) -> i32`: removes
+    /// `key`. Returns 1 if it existed, 0 if not.
+    pub const KV_DELETE: &str = "kv_delete";
+    /// `kv_incr(ns_ptr: i32, ns_len: i32, key_ptr: i32, key_len: i32, delta: i64, ttl_ms: i64,
+    /// out_ptr: i32) -> i32`: atomically adds `delta` to the integer stored under `key` (a
+    /// missing key counts as 0) and writes the new value, an `i64` little-endian, to
+    /// `[out_ptr, out_ptr + 8)`. Values are stored as decimal text. A `ttl_ms` other than
+    /// [`crate::kv::NO_TTL`] is set only when the key has no expiry yet, which is what a
+    /// fixed-window rate limiter needs. Returns 0, or [`crate::HostError::NotAnInteger`].
+    pub const KV_INCR: &str = "kv_incr";
+    /// `kv_list(ns_ptr: i32, ns_len: i32, prefix_ptr: i32, prefix_len: i32, after_ptr: i32,
+    /// after_len: i32, limit: i32, out_ptr: i32, out_cap: i32) -> i32`: the keys that start
+    /// with `prefix` and sort (bytewise) after `after` (empty: from the first), in order, at
+    /// most `limit` (at most [`crate::kv::MAX_LIST`]), as a list block. Pass the last key of
+    /// one page as `after` to get the next. Returns the block's length, written and kept as
+    /// [`KV_GET`] does.
+    pub const KV_LIST: &str = "kv_list";
+
+    /// `fetch_start(req_ptr: i32, req_len: i32) -> i32`: starts an outbound HTTP request and
+    /// returns a handle (≥ 0) to wait on with [`FETCH_WAIT`], at once: several fetches run
+    /// concurrently. The request is a request buffer (see [`crate::request`]) whose target is
+    /// an absolute URL: `http://host[:port]/path`, `https://…`, or `upstream://NAME/path` for a
+    /// configured upstream. Returns [`crate::HostError::NotGranted`] when the worker's
+    /// configuration allows neither the URL's scheme, host and port nor the upstream,
+    /// [`crate::HostError::LimitExceeded`] past the worker's subrequest cap, or
+    /// [`crate::HostError::InvalidArgument`] for a malformed request.
+    pub const FETCH_START: &str = "fetch_start";
+    /// `fetch_wait(handle: i32, out_ptr: i32, out_cap: i32) -> i32`: waits for a fetch (the
+    /// wait is not charged to the CPU budget) and returns the length `n` of its response,
+    /// encoded like a response outcome (see [`crate::outcome`]): status, headers and the whole
+    /// body. It is written only when `n <= out_cap`; the host keeps it, so the guest can call
+    /// again with a larger buffer. Errors: [`crate::HostError::Unavailable`] (no connection, or
+    /// not a valid HTTP response), [`crate::HostError::Timeout`],
+    /// [`crate::HostError::LimitExceeded`] (the response body is over the worker's cap) and
+    /// [`crate::HostError::InvalidArgument`] (no such handle, or its response was already
+    /// taken).
+    pub const FETCH_WAIT: &str = "fetch_wait";
 }
 
 /// The negative codes a host function returns on failure.
@@ -185,6 +251,9 @@ pub enum HostError {
     /// The signature does not verify (including one of the wrong length, or an ECDSA signature
     /// whose r or s is out of range).
     BadSignature = -8,
+    /// The stored value is not a decimal `i64`, or the result would overflow one
+    /// (`kv_incr`).
+    NotAnInteger = -9,
 }
 
 impl HostError {
@@ -204,6 +273,7 @@ impl HostError {
             -6 => Self::Timeout,
             -7 => Self::AlgorithmMismatch,
             -8 => Self::BadSignature,
+            -9 => Self::NotAnInteger,
             _ => return None,
         })
     }
@@ -287,6 +357,7 @@ mod tests {
             HostError::Timeout,
             HostError::AlgorithmMismatch,
             HostError::BadSignature,
+            HostError::NotAnInteger,
         ] {
             assert!(e.code() < 0);
             assert_eq!(HostError::from_code(e.code()), Some(e));

@@ -1,4 +1,4 @@
-//! Test and bench helpers (a dev-dependency only): tokens signed with the keys published in
+//! Test and bench helpers (a dev-dependency only): a real Redis server ([`redis`]); tokens signed with the keys published in
 //! RFC 7515 and RFC 8037 (`testdata/jose/rfc-vectors.json`), and their public halves as JWKs,
 //! so tests of the host path, the gateway and the binary sign real tokens for every algorithm.
 //!
@@ -10,6 +10,8 @@
 //! ```
 
 #![deny(missing_docs)]
+
+pub mod redis;
 
 use base64ct::{Base64UrlUnpadded, Encoding};
 use edgegate_abi::jws::Alg;

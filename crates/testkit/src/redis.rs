@@ -1,0 +1,103 @@
+//! A real Redis server for tests: Debian's `redis-server`, on a free loopback port, with no
+//! persistence, killed when dropped.
+//!
+//! When `redis-server` is not installed, [`RedisServer::start`] returns `None` after printing
+//! a loud notice, and the calling test must return early; with `EDGEGATE_REQUIRE_REDIS=1` (as
+//! `.ci/run` sets) it panics instead, so CI can never pass without running the Redis tests.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server`.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+}
+
+/// Whether Redis tests must run (`EDGEGATE_REQUIRE_REDIS=1`).
+fn required() -> bool {
+    std::env::var_os("EDGEGATE_REQUIRE_REDIS").is_some_and(|v| v == "1")
+}
+
+impl RedisServer {
+    /// Starts a server on a free port; `None` (announced on stderr) when `redis-server` is
+    /// not installed and Redis is not required. `test` names the caller in the notice.
+    pub fn start(test: &str) -> Option<Self> {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        match Self::start_on(port) {
+            Ok(server) => Some(server),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required() => {
+                eprintln!(
+                    "\n!!! SKIPPED {test}: redis-server is not installed ({e}). \
+                     Install it (Debian: apt-get install redis-server) to run the Redis tests; \
+                     EDGEGATE_REQUIRE_REDIS=1 makes this a failure.\n"
+                );
+                None
+            }
+            Err(e) => panic!("{test}: cannot start redis-server: {e}"),
+        }
+    }
+
+    /// Starts a server on `port` (for a restart on the same address) and waits until it
+    /// answers `PING`.
+    pub fn start_on(port: u16) -> std::io::Result<Self> {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let server = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if server.ping() {
+                return Ok(server);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(std::io::Error::other(format!("redis-server on port {port} did not answer PING")))
+    }
+
+    /// Its port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut answer = [0; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut answer).is_ok()
+            && &answer == b"+PONG\r\n"
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit.
+    pub fn kill(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
