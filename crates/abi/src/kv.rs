@@ -79,7 +79,7 @@ impl<'a> ListBlock<'a> {
     }
 
     /// The items in order; `None` for a missing one.
-    pub fn iter(&self) -> impl Iterator<Item = Option<&'a [u8]>> + 'a {
+    pub fn iter(self) -> impl Iterator<Item = Option<&'a [u8]>> + 'a {
         let mut r = Reader::new(self.bytes);
         core::iter::from_fn(move || {
             if r.is_empty() {

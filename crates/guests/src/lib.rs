@@ -1,7 +1,8 @@
 //! The guest programs, built for `wasm32-unknown-unknown` by this crate's build script.
 //!
-//! * Demo workers are embedded as bytes ([`ECHO_JSON`], [`AUTH_ROUTER`]); [`BUILTIN`] lists them by the name a
-//!   configuration uses (`module = "builtin:echo-json"`).
+//! * Demo workers are embedded as bytes ([`ECHO_JSON`], [`AUTH_ROUTER`], [`KV_LOOKUP`],
+//!   [`FAN_OUT`]); [`BUILTIN`] lists them by the name a configuration uses
+//!   (`module = "builtin:echo-json"`).
 //! * With the `test-programs` feature (dev-dependencies only), the hostile guests used by tests
 //!   are built too and named by path: `HOSTILE` (Rust, see
 //!   `programs/hostile/src/lib.rs`) and one constant per `programs/*.wat` file.
@@ -11,4 +12,9 @@
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 
 /// The workers bundled into the gateway binary, by name.
-pub const BUILTIN: &[(&str, &[u8])] = &[("echo-json", ECHO_JSON), ("auth-router", AUTH_ROUTER)];
+pub const BUILTIN: &[(&str, &[u8])] = &[
+    ("echo-json", ECHO_JSON),
+    ("auth-router", AUTH_ROUTER),
+    ("kv-lookup", KV_LOOKUP),
+    ("fan-out", FAN_OUT),
+];

@@ -39,6 +39,87 @@ pub struct Config {
     /// Upstreams by name: where a worker's forward directive sends the request.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// KV namespaces by name, each in one backend.
+    #[serde(default)]
+    pub kv: BTreeMap<String, KvConfig>,
+    /// Workers' outbound requests to hosts that are not upstreams.
+    #[serde(default)]
+    pub fetch: FetchSection,
+}
+
+/// `[kv.NAME]`: a KV namespace workers can be granted (`workers.NAME.kv`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvConfig {
+    /// `memory` (the default: this process, gone at exit), `redb` (a file on this node,
+    /// durable) or `redis` (shared by several nodes).
+    #[serde(default)]
+    pub backend: KvBackend,
+    /// `memory`: bytes of keys and values at most; a write past it fails. Default 64MiB.
+    pub capacity: Option<ByteSize>,
+    /// `redb`: the database file (relative to this file). Namespaces may share one.
+    pub path: Option<PathBuf>,
+    /// `redis`: `redis://[user:password@]host:port[/db]`.
+    pub url: Option<String>,
+    /// `redis`: the environment variable holding the URL instead (it may hold a password).
+    pub url_env: Option<String>,
+    /// `redis`: bound on every call (and connection attempt). Default 100ms.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub timeout: Option<Duration>,
+    /// `redis`: prepended to every key. Default `edgegate:NAME:`.
+    pub key_prefix: Option<String>,
+    /// Entries to write at start: a JSON object or NDJSON file (relative to this file), or
+    /// `builtin:demo-kv` for the demo's data. Existing keys are overwritten.
+    pub seed: Option<String>,
+}
+
+/// Where a namespace lives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvBackend {
+    /// In this process.
+    #[default]
+    Memory,
+    /// In a redb file.
+    Redb,
+    /// In Redis.
+    Redis,
+}
+
+/// The demo's seed data.
+pub const DEMO_KV_SEED: &str = "builtin:demo-kv";
+
+/// `[fetch]`: the pool workers' fetches to allowed hosts go through (a fetch to an upstream
+/// uses that upstream's pool and timeouts).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FetchSection {
+    /// Time to connect (TCP and TLS). Default 2s.
+    #[serde(deserialize_with = "duration")]
+    pub connect_timeout: Duration,
+    /// Time from sending to the response head. Default 10s.
+    #[serde(deserialize_with = "duration")]
+    pub first_byte_timeout: Duration,
+    /// Idle keep-alive connections are closed after this; a body that stalls this long is
+    /// cut off. Default 60s.
+    #[serde(deserialize_with = "duration")]
+    pub idle_timeout: Duration,
+    /// Idle connections kept per host. Default 32.
+    pub max_idle: usize,
+    /// PEM file of the CA certificates to trust instead of the public roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for FetchSection {
+    fn default() -> Self {
+        Self {
+            connect_timeout: default_connect_timeout(),
+            first_byte_timeout: Duration::from_secs(10),
+            idle_timeout: default_idle_timeout(),
+            max_idle: default_max_idle(),
+            ca_file: None,
+        }
+    }
 }
 
 /// `[server]`: listeners and the limits every request is held to before any worker runs.
@@ -153,6 +234,13 @@ pub struct WorkerConfig {
     pub upstreams: Vec<String>,
     /// JWT validation: the keys the host verifies signatures with, and the token policy.
     pub jwt: Option<JwtConfig>,
+    /// The KV namespaces (in `[kv]`) the worker may use; any other is `NotGranted`.
+    #[serde(default)]
+    pub kv: Vec<String>,
+    /// The origins the worker may fetch from, `scheme://host[:port]` (`http` or `https`). It
+    /// may also fetch `upstream://NAME/…` from the upstreams it is granted.
+    #[serde(default)]
+    pub fetch: Vec<String>,
 }
 
 /// `[workers.NAME.jwt]`: the worker's token policy and its keys. The keys stay in the host;
@@ -320,6 +408,14 @@ pub struct WorkerLimits {
     pub response_body: ByteSize,
     /// Host calls per request. Default 1000.
     pub hostcalls: u32,
+    /// KV operations per request (each key of a batch counts). Default 100.
+    pub kv_ops: u32,
+    /// The largest value the worker may store. Default 1MiB.
+    pub kv_value: ByteSize,
+    /// Outbound requests per request. Default 32.
+    pub subrequests: u32,
+    /// The largest fetched response body. Default 1MiB.
+    pub subrequest_body: ByteSize,
 }
 
 impl Default for WorkerLimits {
@@ -332,6 +428,10 @@ impl Default for WorkerLimits {
             request_body: ByteSize(l.request_body),
             response_body: ByteSize(l.response_body),
             hostcalls: l.hostcalls,
+            kv_ops: l.kv_ops,
+            kv_value: ByteSize(l.kv_value),
+            subrequests: l.subrequests,
+            subrequest_body: ByteSize(l.subrequest_body),
         }
     }
 }
@@ -345,6 +445,10 @@ impl From<&WorkerLimits> for Limits {
             request_body: l.request_body.bytes(),
             response_body: l.response_body.bytes(),
             hostcalls: l.hostcalls,
+            kv_ops: l.kv_ops,
+            kv_value: l.kv_value.bytes(),
+            subrequests: l.subrequests,
+            subrequest_body: l.subrequest_body.bytes(),
         }
     }
 }
@@ -540,6 +644,20 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
                 ));
             }
         }
+        for (i, ns) in worker.kv.iter().enumerate() {
+            if !config.kv.contains_key(ns) {
+                return Err(ConfigError::at(
+                    file,
+                    format!("workers.{name}.kv[{i}]"),
+                    format!("no KV namespace named `{ns}` in [kv]"),
+                ));
+            }
+        }
+        for (i, origin) in worker.fetch.iter().enumerate() {
+            if let Err(message) = crate::fetch::Origin::parse(origin) {
+                return at(format!("workers.{name}.fetch[{i}]"), &message);
+            }
+        }
         if let Some(jwt) = &worker.jwt {
             validate_jwt(jwt, &format!("workers.{name}.jwt"), file)?;
             if let Some(key) = worker.config.keys().find(|k| k.starts_with("jwt.")) {
@@ -550,6 +668,9 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
                 ));
             }
         }
+    }
+    for (name, kv) in &config.kv {
+        validate_kv(kv, &format!("kv.{name}"), file)?;
     }
     for (name, upstream) in &config.upstreams {
         validate_upstream(upstream, &format!("upstreams.{name}"), file)?;
@@ -596,6 +717,35 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+fn validate_kv(kv: &KvConfig, at: &str, file: &str) -> Result<(), ConfigError> {
+    let error =
+        |key: &str, message: &str| Err(ConfigError::at(file, format!("{at}.{key}"), message));
+    let fields = [
+        ("capacity", kv.capacity.is_some(), KvBackend::Memory),
+        ("path", kv.path.is_some(), KvBackend::Redb),
+        ("url", kv.url.is_some(), KvBackend::Redis),
+        ("url_env", kv.url_env.is_some(), KvBackend::Redis),
+        ("timeout", kv.timeout.is_some(), KvBackend::Redis),
+        ("key_prefix", kv.key_prefix.is_some(), KvBackend::Redis),
+    ];
+    if let Some((field, _, backend)) = fields.iter().find(|(_, set, b)| *set && *b != kv.backend) {
+        let backend = format!("{backend:?}").to_lowercase();
+        return error(field, &format!("is only for backend = \"{backend}\""));
+    }
+    match kv.backend {
+        KvBackend::Redb if kv.path.is_none() => {
+            error("path", "is required with backend = \"redb\"")
+        }
+        KvBackend::Redis if kv.url.is_some() == kv.url_env.is_some() => {
+            error("url", "backend = \"redis\" needs exactly one of `url` and `url_env`")
+        }
+        _ if kv.timeout.is_some_and(|t| t.is_zero()) => {
+            error("timeout", "must be longer than zero")
+        }
+        _ => Ok(()),
+    }
 }
 
 fn validate_jwt(jwt: &JwtConfig, at: &str, file: &str) -> Result<(), ConfigError> {

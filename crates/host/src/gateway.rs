@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgegate_runtime::{
-    Forward, GuestOutcome, GuestRequest, ModuleCache, RequestId, Runtime, RuntimeConfig, Worker,
-    WorkerSpec,
+    Fetcher, Forward, GuestOutcome, GuestRequest, ModuleCache, RequestId, Runtime, RuntimeConfig,
+    Worker, WorkerSpec,
 };
 use http::{HeaderValue, Request, Response, header};
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, ServerConfig, WorkerConfig};
 use crate::error::{ErrorKind, RequestError, Source, error_chain};
+use crate::fetch::{FetchPool, Origin, WorkerFetcher};
 use crate::router::{Match, Router};
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
@@ -50,7 +51,7 @@ pub struct Gateway {
     server: ServerConfig,
     pub(crate) permits: Semaphore,
     ids: RequestIds,
-    upstreams: HashMap<String, Upstream>,
+    upstreams: HashMap<String, Arc<Upstream>>,
     /// Never read, only owned: it keeps the engine's epoch ticker running while the workers
     /// serve.
     _runtime: Runtime,
@@ -122,8 +123,14 @@ impl Gateway {
             let ca_file = upstream.ca_file.as_deref().map(|p| loaded.resolve(p));
             let pool = Upstream::new(name, &url, upstream, ca_file.as_deref())
                 .map_err(|e| ConfigError::at(&loaded.origin, at("ca_file"), e))?;
-            upstreams.insert(name.clone(), pool);
+            upstreams.insert(name.clone(), Arc::new(pool));
         }
+
+        let kv = crate::kv::open(loaded).await?;
+        background.0.extend(kv.tasks);
+        let fetch_ca = config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
+        let fetch_pool = FetchPool::new(&config.fetch, fetch_ca.as_deref())
+            .map_err(|e| ConfigError::at(&loaded.origin, "fetch.ca_file", e))?;
 
         let mut workers = BTreeMap::new();
         for (name, worker) in &config.workers {
@@ -146,6 +153,8 @@ impl Gateway {
                     limits: (&worker.limits).into(),
                     config: worker_config(worker),
                     keys,
+                    kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
+                    fetcher: fetcher(worker, &upstreams, &fetch_pool),
                 })
                 .map_err(|e| {
                     ConfigError::at(
@@ -296,7 +305,7 @@ impl Gateway {
             ));
         }
         // Validation made sure every grant names an upstream.
-        self.upstreams.get(name).ok_or_else(|| {
+        self.upstreams.get(name).map(|u| &**u).ok_or_else(|| {
             RequestError::new(ErrorKind::UnknownUpstream, format!("no upstream `{name}`"))
         })
     }
@@ -349,6 +358,25 @@ impl Gateway {
             )),
         }
     }
+}
+
+/// The worker's fetcher, if it may fetch anything: its granted upstreams and its `fetch`
+/// origins (both checked by validation).
+fn fetcher(
+    worker: &WorkerConfig,
+    upstreams: &HashMap<String, Arc<Upstream>>,
+    pool: &FetchPool,
+) -> Option<Arc<dyn Fetcher>> {
+    if worker.upstreams.is_empty() && worker.fetch.is_empty() {
+        return None;
+    }
+    let granted = worker
+        .upstreams
+        .iter()
+        .filter_map(|name| Some((name.clone(), upstreams.get(name)?.clone())))
+        .collect();
+    let origins = worker.fetch.iter().filter_map(|o| Origin::parse(o).ok()).collect();
+    Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone() }))
 }
 
 fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {

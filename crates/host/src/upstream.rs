@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use edgegate_runtime::{Forward, HeaderEdit};
+use edgegate_runtime::{FetchError, Forward, HeaderEdit};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, Scheme};
 use http_body_util::Full;
@@ -51,7 +51,7 @@ const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Removes the hop-by-hop headers, and first every header the `Connection` header names.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if headers.contains_key(header::CONNECTION) {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)
@@ -126,6 +126,26 @@ impl Upstream {
     /// The upstream's name.
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `path` at this upstream.
+    pub(crate) fn uri(&self, path: http::uri::PathAndQuery) -> Result<http::Uri, FetchError> {
+        http::Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build()
+            .map_err(|e| FetchError::Invalid(format!("URL at {}: {e}", self.name)))
+    }
+
+    /// This upstream's pool and timeouts, for a worker's fetch.
+    pub(crate) fn via(&self) -> crate::fetch::Via {
+        crate::fetch::Via {
+            client: self.client.clone(),
+            first_byte_timeout: self.first_byte_timeout,
+            idle_timeout: self.idle_timeout,
+            name: self.name.to_string(),
+        }
     }
 
     /// Proxies `forward`'s request here and returns the response head, its body streaming.

@@ -20,6 +20,10 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::{Backend, KvError, add_to_counter, listed};
 
+/// An open redb file, shared by its namespaces.
+#[derive(Debug, Clone)]
+pub struct DiskFile(Arc<Database>);
+
 /// A namespace in a redb file.
 #[derive(Debug, Clone)]
 pub struct DiskStore {
@@ -55,12 +59,13 @@ fn decode(stored: &[u8], now: u64) -> Option<(&[u8], u64)> {
 impl DiskStore {
     /// Opens (or creates) the redb file at `path`. Open a file once and share it between its
     /// namespaces with [`DiskStore::namespace`]: redb locks the file.
-    pub fn open(path: &Path) -> Result<Arc<Database>, KvError> {
-        Database::create(path).map(Arc::new).map_err(failed)
+    pub fn open(path: &Path) -> Result<DiskFile, KvError> {
+        Database::create(path).map(|db| DiskFile(Arc::new(db))).map_err(failed)
     }
 
     /// The namespace `table` of an open file; creates its table.
-    pub fn namespace(db: Arc<Database>, table: &str) -> Result<Self, KvError> {
+    pub fn namespace(file: DiskFile, table: &str) -> Result<Self, KvError> {
+        let db = file.0;
         let txn = db.begin_write().map_err(failed)?;
         txn.open_table(Table::new(table)).map_err(failed)?;
         txn.commit().map_err(failed)?;

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use disk::DiskStore;
+pub use disk::{DiskFile, DiskStore};
 pub use memory::MemoryStore;
 pub use remote::{RedisSettings, RedisStore};
 pub use seed::{SeedEntry, SeedError, parse_seed};

@@ -28,6 +28,8 @@ fn load(runtime: &Runtime, wasm: &[u8]) -> Worker {
             limits: Limits { cpu: std::time::Duration::from_secs(1), ..Limits::default() },
             config: BTreeMap::new(),
             keys: None,
+            kv: Vec::new(),
+            fetcher: None,
         })
         .unwrap()
 }

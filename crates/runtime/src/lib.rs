@@ -20,6 +20,8 @@
 //!     limits: Limits::default(),
 //!     config: Default::default(),
 //!     keys: None,
+//!     kv: Vec::new(),
+//!     fetcher: None,
 //! })?;
 //! let request = GuestRequest { body: "{}".into(), ..Default::default() };
 //! match worker.handle(request, RequestId(1)).await {
@@ -35,6 +37,7 @@
 mod cpu;
 mod engine;
 mod error;
+pub mod fetch;
 mod hostcalls;
 pub mod keys;
 mod limits;
@@ -47,6 +50,7 @@ mod tests;
 
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
+pub use fetch::{FetchError, FetchFuture, Fetcher};
 pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache};

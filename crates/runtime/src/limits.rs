@@ -59,6 +59,32 @@ pub struct Limits {
     /// so a guest cannot flood the log or spin on cheap host calls. The call past the budget
     /// traps and the request gets **503 `hostcall_budget_exceeded`**.
     pub hostcalls: u32,
+
+    /// **KV operations**, per request (default 100).
+    ///
+    /// Bounds how many keys a request may read, write, delete, increment or list through the
+    /// KV hostcalls: each key of a batch counts one, a `kv_list` call one. Past it, the call
+    /// returns `LimitExceeded` to the guest and does nothing; what the guest answers is up to
+    /// it (the SDK reports [`edgegate_abi::HostError::LimitExceeded`]).
+    pub kv_ops: u32,
+
+    /// **KV value size**, in bytes (default 1 MiB).
+    ///
+    /// The largest value the worker may store. A bigger one is refused with `LimitExceeded`
+    /// and nothing is written. (Keys are at most 512 bytes for every worker.)
+    pub kv_value: u64,
+
+    /// **Subrequests**, per request (default 32).
+    ///
+    /// Bounds how many outbound requests (`fetch_start`) one request may start. The one past
+    /// it gets `LimitExceeded` and is not sent.
+    pub subrequests: u32,
+
+    /// **Subrequest response body size**, in bytes (default 1 MiB).
+    ///
+    /// The host reads a fetched response's body whole before the guest sees it, and stops at
+    /// this many bytes: the guest's `fetch_wait` gets `LimitExceeded` and none of the body.
+    pub subrequest_body: u64,
 }
 
 impl Limits {
@@ -75,6 +101,10 @@ impl Default for Limits {
             request_body: 1 << 20,
             response_body: 1 << 20,
             hostcalls: 1000,
+            kv_ops: 100,
+            kv_value: 1 << 20,
+            subrequests: 32,
+            subrequest_body: 1 << 20,
         }
     }
 }

@@ -22,6 +22,7 @@ use wasmtime::{Memory, ResourceLimiter, Store, StoreContextMut, Trap, UpdateDead
 
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
+use crate::fetch::{FetchError, Fetcher};
 use crate::keys::Keys;
 use crate::limits::Limits;
 
@@ -127,6 +128,10 @@ pub(crate) struct WorkerShared {
     /// `config`, encoded once for `config_all`.
     pub(crate) config_block: Vec<u8>,
     pub(crate) keys: Option<Keys>,
+    /// The KV namespaces the worker is granted.
+    pub(crate) kv: Vec<edgegate_kv::Namespace>,
+    /// How it makes outbound requests; `None`: it may make none.
+    pub(crate) fetcher: Option<Arc<dyn Fetcher>>,
     pub(crate) wall_clock: fn() -> std::time::SystemTime,
     /// The epoch ticks a guest must have been seen running at before its CPU budget can stop
     /// it: the budget in ticks, at least 1.
@@ -150,6 +155,11 @@ pub(crate) struct RequestState {
     pub(crate) request_id: RequestId,
     pub(crate) memory: Option<Memory>,
     pub(crate) hostcalls: u32,
+    /// KV operations so far (a batch counts each key).
+    pub(crate) kv_ops: u32,
+    /// An answer too large for the guest's buffer, kept for the same call again.
+    pub(crate) kept: Option<Kept>,
+    pub(crate) fetches: Fetches,
     pub(crate) stop: Option<Stop>,
     /// Epoch ticks the guest has been seen running at.
     ticks_seen: u32,
@@ -169,6 +179,70 @@ impl RequestState {
             ));
         }
         Ok(())
+    }
+
+    /// Counts `ops` KV operations; past the budget, the guest gets `LimitExceeded` (and the
+    /// operations are not counted).
+    pub(crate) fn charge_kv(&mut self, ops: u32) -> Result<(), edgegate_abi::HostError> {
+        match self.kv_ops.checked_add(ops) {
+            Some(total) if total <= self.worker.limits.kv_ops => {
+                self.kv_ops = total;
+                Ok(())
+            }
+            _ => Err(edgegate_abi::HostError::LimitExceeded),
+        }
+    }
+}
+
+/// An answer kept for a guest whose buffer was too small: the next identical call gets it
+/// without asking the store (or the upstream) again.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    pub(crate) call: KeptCall,
+    pub(crate) answer: Bytes,
+}
+
+/// Which call an answer was for: its kind, namespace and arguments.
+#[derive(Debug)]
+pub(crate) struct KeptCall {
+    kind: u8,
+    ns: Vec<u8>,
+    input: Vec<u8>,
+}
+
+impl KeptCall {
+    pub(crate) const GET: u8 = 1;
+    pub(crate) const GET_BATCH: u8 = 2;
+    pub(crate) const LIST: u8 = 3;
+    pub(crate) const FETCH: u8 = 4;
+
+    pub(crate) fn new(kind: u8, ns: &str, input: &[u8]) -> Self {
+        Self { kind, ns: ns.as_bytes().to_vec(), input: input.to_vec() }
+    }
+
+    /// Whether a call with these arguments (`None`: outside guest memory) is this one.
+    pub(crate) fn matches(&self, kind: u8, ns: Option<&[u8]>, input: Option<&[u8]>) -> bool {
+        self.kind == kind && ns == Some(&self.ns[..]) && input == Some(&self.input[..])
+    }
+}
+
+/// A fetch running as its own task.
+pub(crate) type FetchTask = tokio::task::JoinHandle<Result<http::Response<Bytes>, FetchError>>;
+
+/// The request's fetches: each one's task until the guest waits for it.
+#[derive(Debug, Default)]
+pub(crate) struct Fetches {
+    /// How many were started (the subrequest cap counts these).
+    pub(crate) started: u32,
+    pub(crate) pending: Vec<Option<FetchTask>>,
+}
+
+impl Drop for Fetches {
+    /// A request that ends takes its unfinished fetches with it.
+    fn drop(&mut self) {
+        for task in self.pending.iter().flatten() {
+            task.abort();
+        }
     }
 }
 
@@ -257,6 +331,9 @@ pub(crate) async fn run(
         request_id,
         memory: None,
         hostcalls: 0,
+        kv_ops: 0,
+        kept: None,
+        fetches: Fetches::default(),
         stop: None,
         ticks_seen: 0,
         memory_refused: false,

@@ -9,6 +9,7 @@ use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
 
 use crate::Runtime;
 use crate::error::{ExecError, LoadError};
+use crate::fetch::Fetcher;
 use crate::keys::Keys;
 use crate::limits::Limits;
 use crate::module_cache::CacheOutcome;
@@ -30,6 +31,10 @@ pub struct WorkerSpec<'a> {
     /// The keys `jws_verify` checks signatures with; `None`: the worker has none, and the call
     /// answers `NotGranted`.
     pub keys: Option<Keys>,
+    /// The KV namespaces the worker may use; any other is `NotGranted`.
+    pub kv: Vec<edgegate_kv::Namespace>,
+    /// How the worker's outbound requests are made; `None`: it may make none (`NotGranted`).
+    pub fetcher: Option<Arc<dyn Fetcher>>,
 }
 
 /// A loaded worker, ready to serve requests. Cheap to clone.
@@ -74,6 +79,8 @@ impl Worker {
             config: spec.config,
             config_block,
             keys: spec.keys,
+            kv: spec.kv,
+            fetcher: spec.fetcher,
             wall_clock: runtime.config().wall_clock,
             cpu_ticks,
         });

@@ -5,6 +5,7 @@
 
 use alloc::string::String;
 use alloc::vec;
+use alloc::vec::Vec;
 use core::fmt;
 use edgegate_abi::{HostError, LogLevel};
 
@@ -45,19 +46,32 @@ pub fn random_fill(buf: &mut [u8]) -> Result<(), HostError> {
     }
 }
 
-/// The value of `key` in this worker's `config` table, or `None` if it is not configured.
-pub fn config(key: &str) -> Option<String> {
-    let mut buf = vec![0u8; 64];
-    loop {
-        let n = crate::sys::config(key.as_bytes(), &mut buf);
-        let len = usize::try_from(n).ok()?;
+/// Calls a host function that answers into a buffer: with `first` bytes of room, then, if the
+/// answer (whose length the host returns) is longer, once more with room for all of it.
+pub(crate) fn read_answer(
+    first: usize,
+    mut call: impl FnMut(&mut [u8]) -> i32,
+) -> Result<Vec<u8>, HostError> {
+    let mut buf = vec![0u8; first];
+    for _ in 0..2 {
+        let n = call(&mut buf);
+        let len = usize::try_from(n)
+            .map_err(|_| HostError::from_code(n).unwrap_or(HostError::InvalidArgument))?;
         if len <= buf.len() {
             buf.truncate(len);
-            // The host only stores UTF-8 values.
-            return String::from_utf8(buf).ok();
+            return Ok(buf);
         }
         buf.resize(len, 0);
     }
+    // The host kept the answer for the second call; a third size means a broken host.
+    Err(HostError::InvalidArgument)
+}
+
+/// The value of `key` in this worker's `config` table, or `None` if it is not configured.
+pub fn config(key: &str) -> Option<String> {
+    let value = read_answer(64, |buf| crate::sys::config(key.as_bytes(), buf)).ok()?;
+    // The host only stores UTF-8 values.
+    String::from_utf8(value).ok()
 }
 
 /// The worker's whole `config` table, fetched in one host call: for a worker that reads
@@ -76,20 +90,10 @@ pub struct Config {
 impl Config {
     /// Reads the table from the host (natively: empty).
     pub fn load() -> Self {
-        let mut block = vec![0u8; 512];
-        loop {
-            let Ok(len) = usize::try_from(crate::sys::config_table(&mut block)) else {
-                return Self::default();
-            };
-            if len <= block.len() {
-                block.truncate(len);
-                // A block the host wrote is well-formed; anything else reads as empty.
-                if edgegate_abi::HeaderBlock::parse_entries(&block).is_err() {
-                    block.clear();
-                }
-                return Self { block };
-            }
-            block.resize(len, 0);
+        match read_answer(512, crate::sys::config_table) {
+            // A block the host wrote is well-formed; anything else reads as empty.
+            Ok(block) if edgegate_abi::HeaderBlock::parse_entries(&block).is_ok() => Self { block },
+            _ => Self::default(),
         }
     }
 

@@ -42,8 +42,10 @@ extern crate alloc;
 extern crate std;
 
 pub mod arena;
+pub mod fetch;
 pub mod host;
 pub mod jwt;
+pub mod kv;
 mod request;
 mod response;
 pub mod router;

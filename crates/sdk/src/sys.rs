@@ -3,10 +3,12 @@
 //!
 //! On wasm32 these call into the gateway. Natively (unit tests of worker logic) they are inert:
 //! no request to read, logs, random bytes and signature checks unavailable, no configuration,
-//! and clocks from the standard library.
+//! no KV namespace and no fetch granted, and clocks from the standard library.
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
+    use super::KvRead;
+
     #[link(wasm_import_module = "edgegate_v1")]
     unsafe extern "C" {
         fn request_read(ptr: *mut u8, len: usize) -> i32;
@@ -25,6 +27,61 @@ mod imp {
             sig_ptr: *const u8,
             sig_len: usize,
         ) -> i32;
+        fn kv_get(
+            ns: *const u8,
+            ns_len: usize,
+            key: *const u8,
+            key_len: usize,
+            out: *mut u8,
+            cap: usize,
+        ) -> i32;
+        fn kv_get_batch(
+            ns: *const u8,
+            ns_len: usize,
+            keys: *const u8,
+            keys_len: usize,
+            out: *mut u8,
+            cap: usize,
+        ) -> i32;
+        fn kv_put(
+            ns: *const u8,
+            ns_len: usize,
+            key: *const u8,
+            key_len: usize,
+            value: *const u8,
+            value_len: usize,
+            ttl_ms: i64,
+        ) -> i32;
+        fn kv_put_batch(
+            ns: *const u8,
+            ns_len: usize,
+            entries: *const u8,
+            entries_len: usize,
+            ttl_ms: i64,
+        ) -> i32;
+        fn kv_delete(ns: *const u8, ns_len: usize, key: *const u8, key_len: usize) -> i32;
+        fn kv_incr(
+            ns: *const u8,
+            ns_len: usize,
+            key: *const u8,
+            key_len: usize,
+            delta: i64,
+            ttl_ms: i64,
+            out: *mut i64,
+        ) -> i32;
+        fn kv_list(
+            ns: *const u8,
+            ns_len: usize,
+            prefix: *const u8,
+            prefix_len: usize,
+            after: *const u8,
+            after_len: usize,
+            limit: u32,
+            out: *mut u8,
+            cap: usize,
+        ) -> i32;
+        fn fetch_start(req: *const u8, req_len: usize) -> i32;
+        fn fetch_wait(handle: i32, out: *mut u8, cap: usize) -> i32;
     }
 
     // Not in the block above: that one's `wasm_import_module` would make it a host import.
@@ -74,6 +131,74 @@ mod imp {
         unsafe { clock_wall() }
     }
 
+    /// A KV call with a namespace and one byte argument (`KvCall`), writing into `out`.
+    pub fn kv_read(call: KvRead<'_>, out: &mut [u8]) -> i32 {
+        let (o, cap) = (out.as_mut_ptr(), out.len());
+        // SAFETY: the host reads the namespace and argument buffers, each valid for its length,
+        // and writes at most `cap` bytes into `out`.
+        unsafe {
+            match call {
+                KvRead::Get { ns, key } => {
+                    kv_get(ns.as_ptr(), ns.len(), key.as_ptr(), key.len(), o, cap)
+                }
+                KvRead::GetBatch { ns, keys } => {
+                    kv_get_batch(ns.as_ptr(), ns.len(), keys.as_ptr(), keys.len(), o, cap)
+                }
+                KvRead::List { ns, prefix, after, limit } => kv_list(
+                    ns.as_ptr(),
+                    ns.len(),
+                    prefix.as_ptr(),
+                    prefix.len(),
+                    after.as_ptr(),
+                    after.len(),
+                    limit,
+                    o,
+                    cap,
+                ),
+            }
+        }
+    }
+
+    pub fn kv_write(ns: &[u8], key: &[u8], value: &[u8], ttl_ms: i64) -> i32 {
+        // SAFETY: the host only reads the three buffers, each valid for its length.
+        unsafe {
+            kv_put(
+                ns.as_ptr(),
+                ns.len(),
+                key.as_ptr(),
+                key.len(),
+                value.as_ptr(),
+                value.len(),
+                ttl_ms,
+            )
+        }
+    }
+
+    pub fn kv_write_batch(ns: &[u8], entries: &[u8], ttl_ms: i64) -> i32 {
+        // SAFETY: the host only reads the two buffers, each valid for its length.
+        unsafe { kv_put_batch(ns.as_ptr(), ns.len(), entries.as_ptr(), entries.len(), ttl_ms) }
+    }
+
+    pub fn kv_remove(ns: &[u8], key: &[u8]) -> i32 {
+        // SAFETY: the host only reads the two buffers, each valid for its length.
+        unsafe { kv_delete(ns.as_ptr(), ns.len(), key.as_ptr(), key.len()) }
+    }
+
+    pub fn kv_add(ns: &[u8], key: &[u8], delta: i64, ttl_ms: i64, out: &mut i64) -> i32 {
+        // SAFETY: the host reads the two buffers and writes 8 bytes to `out`, a valid i64.
+        unsafe { kv_incr(ns.as_ptr(), ns.len(), key.as_ptr(), key.len(), delta, ttl_ms, out) }
+    }
+
+    pub fn fetch_begin(request: &[u8]) -> i32 {
+        // SAFETY: the host only reads `request`, valid for its length.
+        unsafe { fetch_start(request.as_ptr(), request.len()) }
+    }
+
+    pub fn fetch_end(handle: i32, out: &mut [u8]) -> i32 {
+        // SAFETY: the host writes at most `out.len()` bytes into `out`.
+        unsafe { fetch_wait(handle, out.as_mut_ptr(), out.len()) }
+    }
+
     pub fn verify_jws(alg: i32, kid: Option<&[u8]>, input: &[u8], signature: &[u8]) -> i32 {
         let (kid_ptr, kid_len) = match kid {
             Some(kid) => (kid.as_ptr(), kid.len()),
@@ -98,7 +223,36 @@ mod imp {
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
     extern crate std;
+    use super::KvRead;
     use edgegate_abi::HostError;
+
+    pub fn kv_read(_call: KvRead<'_>, _out: &mut [u8]) -> i32 {
+        HostError::NotGranted.code()
+    }
+
+    pub fn kv_write(_ns: &[u8], _key: &[u8], _value: &[u8], _ttl_ms: i64) -> i32 {
+        HostError::NotGranted.code()
+    }
+
+    pub fn kv_write_batch(_ns: &[u8], _entries: &[u8], _ttl_ms: i64) -> i32 {
+        HostError::NotGranted.code()
+    }
+
+    pub fn kv_remove(_ns: &[u8], _key: &[u8]) -> i32 {
+        HostError::NotGranted.code()
+    }
+
+    pub fn kv_add(_ns: &[u8], _key: &[u8], _delta: i64, _ttl_ms: i64, _out: &mut i64) -> i32 {
+        HostError::NotGranted.code()
+    }
+
+    pub fn fetch_begin(_request: &[u8]) -> i32 {
+        HostError::NotGranted.code()
+    }
+
+    pub fn fetch_end(_handle: i32, _out: &mut [u8]) -> i32 {
+        HostError::InvalidArgument.code()
+    }
 
     pub fn read_request(_buf: &mut [u8]) -> i32 {
         HostError::Unavailable.code()
@@ -132,6 +286,14 @@ mod imp {
     pub fn verify_jws(_alg: i32, _kid: Option<&[u8]>, _input: &[u8], _signature: &[u8]) -> i32 {
         HostError::Unavailable.code()
     }
+}
+
+/// The KV calls that answer into a buffer.
+#[derive(Debug, Clone, Copy)]
+pub enum KvRead<'a> {
+    Get { ns: &'a [u8], key: &'a [u8] },
+    GetBatch { ns: &'a [u8], keys: &'a [u8] },
+    List { ns: &'a [u8], prefix: &'a [u8], after: &'a [u8], limit: u32 },
 }
 
 pub use imp::*;

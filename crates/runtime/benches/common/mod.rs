@@ -103,6 +103,8 @@ impl Setup {
                         .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect::<BTreeMap<_, _>>(),
                     keys: Some(keys.clone()),
+                    kv: Vec::new(),
+                    fetcher: None,
                 })
                 .unwrap()
         };

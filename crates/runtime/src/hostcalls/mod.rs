@@ -6,7 +6,9 @@
 
 mod clock;
 mod config;
+mod fetch;
 mod jws;
+mod kv;
 mod log;
 mod random;
 mod request;
@@ -14,7 +16,10 @@ mod request;
 use edgegate_abi::{IMPORT_MODULE, imports};
 use wasmtime::{Caller, Engine, Linker};
 
-use crate::request::RequestState;
+use bytes::Bytes;
+use edgegate_abi::HostError;
+
+use crate::request::{Kept, KeptCall, RequestState};
 
 /// A linker with every host function of ABI v1.
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> {
@@ -27,6 +32,15 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> 
     linker.func_wrap(IMPORT_MODULE, imports::CONFIG_ALL, config::config_all)?;
     linker.func_wrap(IMPORT_MODULE, imports::CLOCK_WALL, clock::clock_wall)?;
     linker.func_wrap(IMPORT_MODULE, imports::JWS_VERIFY, jws::jws_verify)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::KV_GET, kv::kv_get)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::KV_GET_BATCH, kv::kv_get_batch)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::KV_PUT, kv::kv_put)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::KV_PUT_BATCH, kv::kv_put_batch)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::KV_DELETE, kv::kv_delete)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::KV_INCR, kv::kv_incr)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::KV_LIST, kv::kv_list)?;
+    linker.func_wrap(IMPORT_MODULE, imports::FETCH_START, fetch::fetch_start)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::FETCH_WAIT, fetch::fetch_wait)?;
     Ok(linker)
 }
 
@@ -36,8 +50,16 @@ fn enter<'a>(
     caller: &'a mut Caller<'_, RequestState>,
 ) -> wasmtime::Result<Option<(&'a mut [u8], &'a mut RequestState)>> {
     caller.data_mut().charge_hostcall()?;
-    let Some(memory) = caller.data().memory else { return Ok(None) };
-    Ok(Some(memory.data_and_store_mut(caller)))
+    Ok(memory(caller))
+}
+
+/// The guest's memory and the request state, without charging a host call (for the second
+/// half of an asynchronous one).
+fn memory<'a>(
+    caller: &'a mut Caller<'_, RequestState>,
+) -> Option<(&'a mut [u8], &'a mut RequestState)> {
+    let memory = caller.data().memory?;
+    Some(memory.data_and_store_mut(caller))
 }
 
 /// `[ptr, ptr + len)` of guest memory, if it is inside it.
@@ -48,4 +70,28 @@ fn slice(data: &[u8], ptr: u32, len: u32) -> Option<&[u8]> {
 /// `[ptr, ptr + len)` of guest memory, writable, if it is inside it.
 fn slice_mut(data: &mut [u8], ptr: u32, len: u32) -> Option<&mut [u8]> {
     data.get_mut(ptr as usize..(ptr as usize).checked_add(len as usize)?)
+}
+
+/// Writes `answer` to `[out_ptr, out_ptr + out_cap)` if it fits; otherwise keeps it for the
+/// same call again. Returns its length.
+fn answer(
+    caller: &mut Caller<'_, RequestState>,
+    call: KeptCall,
+    answer: Bytes,
+    out_ptr: u32,
+    out_cap: u32,
+) -> i32 {
+    let Ok(len) = i32::try_from(answer.len()) else { return HostError::LimitExceeded.code() };
+    let Some((data, state)) = memory(caller) else {
+        return HostError::InvalidArgument.code();
+    };
+    if answer.len() <= out_cap as usize {
+        let Some(out) = slice_mut(data, out_ptr, answer.len() as u32) else {
+            return HostError::InvalidArgument.code();
+        };
+        out.copy_from_slice(&answer);
+    } else {
+        state.kept = Some(Kept { call, answer });
+    }
+    len
 }

@@ -25,6 +25,8 @@ fn auth_router(runtime: &Runtime, keys: Option<Keys>, config: &[(&str, &str)]) -
             limits: Limits::default(),
             config: map,
             keys,
+            kv: Vec::new(),
+            fetcher: None,
         })
         .unwrap()
 }
@@ -232,6 +234,8 @@ async fn hostile_arguments_to_jws_verify_get_error_codes() {
             limits: Limits::default(),
             config: BTreeMap::new(),
             keys: Some(all_keys()),
+            kv: Vec::new(),
+            fetcher: None,
         })
         .unwrap();
     let r = response(&worker, get("/jws-abuse")).await;

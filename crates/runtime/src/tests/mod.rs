@@ -27,6 +27,8 @@ fn load_with(path: &str, limits: Limits, config: &[(&str, &str)]) -> Result<Work
         limits,
         config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         keys: None,
+        kv: Vec::new(),
+        fetcher: None,
     })
 }
 
@@ -72,6 +74,8 @@ async fn echo_json_round_trips() {
             limits: Limits::default(),
             config: BTreeMap::new(),
             keys: None,
+            kv: Vec::new(),
+            fetcher: None,
         })
         .unwrap();
     let mut request = get("/echo");
@@ -226,6 +230,8 @@ fn modules_that_do_not_fit_are_refused_at_load() {
         limits: Limits::default(),
         config: BTreeMap::new(),
         keys: None,
+        kv: Vec::new(),
+        fetcher: None,
     });
     assert!(matches!(garbage, Err(LoadError::Compile(_))));
     let too_big = Limits { memory: 1 << 40, ..Limits::default() };

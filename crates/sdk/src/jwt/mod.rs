@@ -220,7 +220,9 @@ impl Verifier for HostKeys {
                 Some(HostError::BadSignature) => Error::BadSignature,
                 Some(HostError::NotGranted) => Error::NotConfigured,
                 Some(HostError::Unavailable | HostError::Timeout) => Error::KeysUnavailable,
-                Some(HostError::InvalidArgument) | None => Error::Malformed,
+                Some(HostError::InvalidArgument | HostError::NotAnInteger) | None => {
+                    Error::Malformed
+                }
             }),
         }
     }

@@ -1,0 +1,125 @@
+//! The `[kv]` namespaces: each opened in its backend and seeded, before any worker runs.
+//!
+//! redb files are opened once each, however many namespaces share them; memory namespaces get
+//! a background task that purges expired entries every [`PURGE_EVERY`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgegate_kv::{
+    Backend, DiskFile, DiskStore, MemoryStore, Namespace, RedisSettings, RedisStore, Store,
+    parse_seed,
+};
+use tokio::task::JoinHandle;
+
+use crate::config::{ConfigError, DEMO_KV_SEED, KvBackend, KvConfig, Loaded};
+
+/// The demo's data: 100 user profiles of 256 bytes, `user:1` to `user:100`.
+const DEMO_SEED: &str = include_str!("demo-kv.ndjson");
+
+/// How often expired entries leave a memory namespace.
+const PURGE_EVERY: Duration = Duration::from_secs(10);
+
+const DEFAULT_CAPACITY: u64 = 64 << 20;
+const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Seed entries are written this many per call.
+const SEED_BATCH: usize = 1000;
+
+/// The namespaces by name, and their background tasks.
+pub(crate) struct Opened {
+    pub(crate) namespaces: BTreeMap<String, Namespace>,
+    pub(crate) tasks: Vec<JoinHandle<()>>,
+}
+
+/// Opens and seeds every namespace. Must run inside a tokio runtime.
+pub(crate) async fn open(loaded: &Loaded) -> Result<Opened, ConfigError> {
+    let mut files: HashMap<PathBuf, DiskFile> = HashMap::new();
+    let mut opened = Opened { namespaces: BTreeMap::new(), tasks: Vec::new() };
+    for (name, config) in &loaded.config.kv {
+        let error = |field: &str, message: String| {
+            ConfigError::at(&loaded.origin, format!("kv.{name}.{field}"), message)
+        };
+        let store = match config.backend {
+            KvBackend::Memory => {
+                let capacity = config.capacity.map_or(DEFAULT_CAPACITY, |c| c.bytes());
+                let store = Arc::new(MemoryStore::new(capacity));
+                let purged = store.clone();
+                opened.tasks.push(tokio::spawn(async move {
+                    let mut every = tokio::time::interval(PURGE_EVERY);
+                    loop {
+                        every.tick().await;
+                        purged.purge_expired();
+                    }
+                }));
+                Store::Memory(store)
+            }
+            KvBackend::Redb => {
+                let path = loaded.resolve(config.path.as_deref().unwrap_or_else(|| ".".as_ref()));
+                let db = match files.get(&path) {
+                    Some(db) => db.clone(),
+                    None => {
+                        let db = DiskStore::open(&path)
+                            .map_err(|e| error("path", format!("`{}`: {e}", path.display())))?;
+                        files.insert(path.clone(), db.clone());
+                        db
+                    }
+                };
+                let store =
+                    DiskStore::namespace(db, name).map_err(|e| error("path", e.to_string()))?;
+                Store::Disk(Arc::new(store))
+            }
+            KvBackend::Redis => {
+                Store::Redis(Arc::new(redis(loaded, name, config).map_err(|m| error("url", m))?))
+            }
+        };
+        if let Some(seed) = &config.seed {
+            let count = write_seed(loaded, &store, seed).await.map_err(|m| error("seed", m))?;
+            tracing::info!(namespace = %name, backend = store.kind(), entries = count, "kv seeded");
+        }
+        opened.namespaces.insert(name.clone(), Namespace { name: name.as_str().into(), store });
+    }
+    Ok(opened)
+}
+
+fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, String> {
+    let url = match (&config.url, &config.url_env) {
+        (Some(url), _) => url.clone(),
+        (None, Some(var)) => loaded.env_var(var).ok_or_else(|| format!("${var} is not set"))?,
+        (None, None) => return Err("no url".into()),
+    };
+    let prefix = config.key_prefix.clone().unwrap_or_else(|| format!("edgegate:{name}:"));
+    RedisStore::new(RedisSettings {
+        url,
+        timeout: config.timeout.unwrap_or(DEFAULT_REDIS_TIMEOUT),
+        prefix: prefix.into_bytes(),
+    })
+    .map_err(|e| e.to_string())
+}
+
+async fn write_seed(loaded: &Loaded, store: &Store, seed: &str) -> Result<usize, String> {
+    let text = if seed == DEMO_KV_SEED {
+        DEMO_SEED.to_owned()
+    } else {
+        let path = loaded.resolve(seed.as_ref());
+        std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?
+    };
+    let entries = parse_seed(&text).map_err(|e| format!("`{seed}`: {e}"))?;
+    // Entries with the same TTL go in one batch call.
+    let mut written = 0;
+    for chunk in entries.chunk_by(|a, b| a.ttl == b.ttl) {
+        for batch in chunk.chunks(SEED_BATCH) {
+            let pairs: Vec<(&[u8], &[u8])> =
+                batch.iter().map(|e| (&e.key[..], &e.value[..])).collect();
+            store
+                .put_many(&pairs, batch[0].ttl)
+                .await
+                .map_err(|e| format!("writing `{seed}`: {e}"))?;
+            written += batch.len();
+        }
+    }
+    Ok(written)
+}

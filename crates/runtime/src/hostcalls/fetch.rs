@@ -1,0 +1,116 @@
+//! `fetch_start` and `fetch_wait`: outbound HTTP through the worker's [`crate::Fetcher`].
+
+use std::future::Future;
+
+use bytes::Bytes;
+use edgegate_abi::HostError;
+use edgegate_abi::outcome::ResponseWriter;
+use edgegate_abi::request::RequestView;
+use http::{HeaderName, HeaderValue, Method, Request, Uri};
+use wasmtime::Caller;
+
+use super::{answer, enter, slice};
+use crate::fetch::FetchError;
+use crate::request::{KeptCall, RequestState};
+
+/// Decodes a guest's fetch request.
+fn decode(buf: &[u8]) -> Result<Request<Bytes>, FetchError> {
+    let invalid = |what: &str| FetchError::Invalid(what.to_owned());
+    let view = RequestView::parse(buf).map_err(|e| FetchError::Invalid(e.to_string()))?;
+    let method = Method::from_bytes(view.method().as_bytes()).map_err(|_| invalid("method"))?;
+    let uri: Uri = view.target().parse().map_err(|_| invalid("URL"))?;
+    if uri.scheme().is_none() || uri.authority().is_none() {
+        return Err(invalid("the URL must be absolute: scheme://host/path"));
+    }
+    let mut request = Request::new(Bytes::copy_from_slice(view.body()));
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    let headers = request.headers_mut();
+    for (name, value) in view.headers().iter() {
+        let name = HeaderName::from_bytes(name).map_err(|_| invalid("header name"))?;
+        let value = HeaderValue::from_bytes(value).map_err(|_| invalid("header value"))?;
+        headers.append(name, value);
+    }
+    Ok(request)
+}
+
+pub(super) fn fetch_start(
+    mut caller: Caller<'_, RequestState>,
+    req_ptr: u32,
+    req_len: u32,
+) -> wasmtime::Result<i32> {
+    let Some((data, state)) = enter(&mut caller)? else {
+        return Ok(HostError::InvalidArgument.code());
+    };
+    let Some(fetcher) = state.worker.fetcher.clone() else {
+        return Ok(HostError::NotGranted.code());
+    };
+    if state.fetches.started >= state.worker.limits.subrequests {
+        return Ok(HostError::LimitExceeded.code());
+    }
+    let Some(buf) = slice(data, req_ptr, req_len) else {
+        return Ok(HostError::InvalidArgument.code());
+    };
+    let started =
+        decode(buf).and_then(|request| fetcher.start(request, state.worker.limits.subrequest_body));
+    match started {
+        Ok(future) => {
+            state.fetches.started += 1;
+            let handle = state.fetches.pending.len() as i32;
+            state.fetches.pending.push(Some(tokio::spawn(future)));
+            Ok(handle)
+        }
+        Err(e) => {
+            tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch refused: {e}");
+            Ok(e.host_error().code())
+        }
+    }
+}
+
+/// A response as the guest reads it: a response outcome buffer.
+fn encode(response: http::Response<Bytes>) -> Bytes {
+    let (parts, body) = response.into_parts();
+    let headers_len: usize =
+        parts.headers.iter().map(|(n, v)| 8 + n.as_str().len() + v.len()).sum();
+    let mut writer = ResponseWriter::with_capacity(parts.status.as_u16(), headers_len + body.len());
+    for (name, value) in &parts.headers {
+        writer.header(name.as_str().as_bytes(), value.as_bytes());
+    }
+    writer.finish(&body).into()
+}
+
+pub(super) fn fetch_wait<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (handle, out_ptr, out_cap): (u32, u32, u32),
+) -> Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a> {
+    Box::new(async move {
+        let Some((_, state)) = enter(&mut caller)? else {
+            return Ok(HostError::InvalidArgument.code());
+        };
+        let id = handle.to_le_bytes();
+        if let Some(kept) =
+            state.kept.take_if(|k| k.call.matches(KeptCall::FETCH, Some(b""), Some(&id)))
+        {
+            return Ok(answer(&mut caller, kept.call, kept.answer, out_ptr, out_cap));
+        }
+        let Some(task) = state.fetches.pending.get_mut(handle as usize).and_then(Option::take)
+        else {
+            return Ok(HostError::InvalidArgument.code());
+        };
+        let result = match task.await {
+            Ok(result) => result,
+            Err(e) => Err(FetchError::Unavailable(format!("the fetch task failed: {e}"))),
+        };
+        match result {
+            Ok(response) => {
+                let call = KeptCall::new(KeptCall::FETCH, "", &id);
+                Ok(answer(&mut caller, call, encode(response), out_ptr, out_cap))
+            }
+            Err(e) => {
+                let state = caller.data();
+                tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch failed: {e}");
+                Ok(e.host_error().code())
+            }
+        }
+    })
+}

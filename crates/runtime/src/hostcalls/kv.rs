@@ -1,0 +1,350 @@
+//! The KV hostcalls: `kv_get`, `kv_get_batch`, `kv_put`, `kv_put_batch`, `kv_delete`,
+//! `kv_incr`, `kv_list`, on the namespaces the worker is granted.
+//!
+//! Each is asynchronous (`func_wrap_async`): a call that waits on Redis or on a redb commit
+//! suspends the guest's fiber instead of blocking the runtime thread, and the wait is not
+//! charged to the CPU budget. Arguments are checked and copied out of guest memory before the
+//! wait (the memory cannot be borrowed across it); an in-memory get copies its key onto the
+//! stack and allocates nothing but the boxed future.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use edgegate_abi::kv::{ListBlock, MAX_KEY_LEN, MAX_LIST, NO_TTL};
+use edgegate_abi::{HeaderBlock, HostError};
+use edgegate_kv::{Backend, KvError, Store};
+use wasmtime::Caller;
+
+use super::{answer, enter, slice, slice_mut};
+use crate::request::{KeptCall, RequestState};
+
+type HostFuture<'a> = Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a>;
+
+/// A key copied out of guest memory, on the stack.
+struct Key {
+    buf: [u8; MAX_KEY_LEN],
+    len: usize,
+}
+
+impl Key {
+    fn read(data: &[u8], ptr: u32, len: u32) -> Result<Self, HostError> {
+        if len as usize > MAX_KEY_LEN {
+            return Err(HostError::LimitExceeded);
+        }
+        let bytes = slice(data, ptr, len).ok_or(HostError::InvalidArgument)?;
+        let mut buf = [0; MAX_KEY_LEN];
+        buf[..bytes.len()].copy_from_slice(bytes);
+        Ok(Self { buf, len: bytes.len() })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+fn code(error: &KvError) -> HostError {
+    match error {
+        KvError::NotAnInteger => HostError::NotAnInteger,
+        KvError::Full { .. } => HostError::LimitExceeded,
+        KvError::Unavailable(_) => HostError::Unavailable,
+        KvError::Timeout(_) => HostError::Timeout,
+    }
+}
+
+/// The guest's result for a failed store call; failures of the store itself are logged.
+fn failed(state: &RequestState, ns: usize, error: &KvError) -> i32 {
+    if matches!(error, KvError::Unavailable(_) | KvError::Timeout(_)) {
+        tracing::warn!(
+            worker = %state.worker.name,
+            request_id = %state.request_id,
+            namespace = %state.worker.kv[ns].name,
+            "kv: {error}"
+        );
+    }
+    code(error).code()
+}
+
+fn ttl(ttl_ms: i64) -> Result<Option<Duration>, HostError> {
+    match ttl_ms {
+        NO_TTL => Ok(None),
+        ms if ms > 0 => Ok(Some(Duration::from_millis(ms as u64))),
+        _ => Err(HostError::InvalidArgument),
+    }
+}
+
+/// What each KV call does first: charge the host call, find the granted namespace, and
+/// charge `ops` KV operations. The outer error is a trap (the host-call budget), the inner one
+/// the guest's error code.
+fn open(
+    caller: &mut Caller<'_, RequestState>,
+    ns_ptr: u32,
+    ns_len: u32,
+    ops: u32,
+) -> wasmtime::Result<Result<(usize, Store), HostError>> {
+    let Some((data, state)) = enter(caller)? else { return Ok(Err(HostError::InvalidArgument)) };
+    let Some(name) = slice(data, ns_ptr, ns_len) else {
+        return Ok(Err(HostError::InvalidArgument));
+    };
+    let Some(index) = state.worker.kv.iter().position(|ns| ns.name.as_bytes() == name) else {
+        return Ok(Err(HostError::NotGranted));
+    };
+    if let Err(e) = state.charge_kv(ops) {
+        return Ok(Err(e));
+    }
+    Ok(Ok((index, state.worker.kv[index].store.clone())))
+}
+
+/// The answer kept from the same call, if this is one.
+fn kept(
+    caller: &mut Caller<'_, RequestState>,
+    matches: impl FnOnce(&[u8], &KeptCall) -> bool,
+) -> Option<(KeptCall, Bytes)> {
+    let (data, state) = super::memory(caller)?;
+    let kept = state.kept.take()?;
+    if matches(data, &kept.call) {
+        return Some((kept.call, kept.answer));
+    }
+    state.kept = Some(kept);
+    None
+}
+
+/// Unwraps the guest's error code, returning it from the hostcall.
+macro_rules! guest_try {
+    ($e:expr) => {
+        match $e {
+            Ok(value) => value,
+            Err(error) => return Ok(HostError::code(error)),
+        }
+    };
+}
+
+pub(super) fn kv_get<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (ns_ptr, ns_len, key_ptr, key_len, out_ptr, out_cap): (u32, u32, u32, u32, u32, u32),
+) -> HostFuture<'a> {
+    Box::new(async move {
+        let is_same = |data: &[u8], call: &KeptCall| {
+            call.matches(KeptCall::GET, slice(data, ns_ptr, ns_len), slice(data, key_ptr, key_len))
+        };
+        if let Some((call, value)) = kept(&mut caller, is_same) {
+            caller.data_mut().charge_hostcall()?;
+            return Ok(answer(&mut caller, call, value, out_ptr, out_cap));
+        }
+        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
+        match store.get(key.bytes()).await {
+            Ok(Some(value)) => {
+                let call =
+                    KeptCall::new(KeptCall::GET, &caller.data().worker.kv[ns].name, key.bytes());
+                Ok(answer(&mut caller, call, value, out_ptr, out_cap))
+            }
+            Ok(None) => Ok(HostError::NotFound.code()),
+            Err(e) => Ok(failed(caller.data(), ns, &e)),
+        }
+    })
+}
+
+/// The guest's memory, empty before it has one.
+fn data<'c>(caller: &'c mut Caller<'_, RequestState>) -> &'c [u8] {
+    super::memory(caller).map_or(&[], |(data, _)| &*data)
+}
+
+/// `[ptr, ptr + len)` of guest memory, copied (to outlive a wait).
+fn copy(caller: &mut Caller<'_, RequestState>, ptr: u32, len: u32) -> Result<Vec<u8>, HostError> {
+    slice(data(caller), ptr, len).map(<[u8]>::to_vec).ok_or(HostError::InvalidArgument)
+}
+
+pub(super) fn kv_get_batch<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (ns_ptr, ns_len, keys_ptr, keys_len, out_ptr, out_cap): (u32, u32, u32, u32, u32, u32),
+) -> HostFuture<'a> {
+    Box::new(async move {
+        let is_same = |data: &[u8], call: &KeptCall| {
+            let keys = slice(data, keys_ptr, keys_len);
+            call.matches(KeptCall::GET_BATCH, slice(data, ns_ptr, ns_len), keys)
+        };
+        if let Some((call, block)) = kept(&mut caller, is_same) {
+            caller.data_mut().charge_hostcall()?;
+            return Ok(answer(&mut caller, call, block, out_ptr, out_cap));
+        }
+        let block = guest_try!(copy(&mut caller, keys_ptr, keys_len));
+        let list = guest_try!(ListBlock::parse(&block).map_err(|_| HostError::InvalidArgument));
+        let keys: Vec<&[u8]> = guest_try!(
+            list.iter()
+                .map(|key| key.filter(|k| k.len() <= MAX_KEY_LEN).ok_or(HostError::LimitExceeded))
+                .collect()
+        );
+        let ops = keys.len().max(1) as u32;
+        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
+        match store.get_many(&keys).await {
+            Ok(values) => {
+                let mut out = Vec::with_capacity(edgegate_abi::kv::list_len(
+                    values.iter().map(|v| v.as_deref()),
+                ));
+                for value in &values {
+                    edgegate_abi::kv::push_item(&mut out, value.as_deref());
+                }
+                let call =
+                    KeptCall::new(KeptCall::GET_BATCH, &caller.data().worker.kv[ns].name, &block);
+                Ok(answer(&mut caller, call, out.into(), out_ptr, out_cap))
+            }
+            Err(e) => Ok(failed(caller.data(), ns, &e)),
+        }
+    })
+}
+
+/// Checks a value against the worker's cap.
+fn check_value(caller: &Caller<'_, RequestState>, len: usize) -> Result<(), HostError> {
+    if len as u64 > caller.data().worker.limits.kv_value {
+        return Err(HostError::LimitExceeded);
+    }
+    Ok(())
+}
+
+pub(super) fn kv_put<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (ns_ptr, ns_len, key_ptr, key_len, value_ptr, value_len, ttl_ms): (
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        i64,
+    ),
+) -> HostFuture<'a> {
+    Box::new(async move {
+        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let ttl = guest_try!(ttl(ttl_ms));
+        guest_try!(check_value(&caller, value_len as usize));
+        let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
+        let value = guest_try!(copy(&mut caller, value_ptr, value_len));
+        match store.put(key.bytes(), &value, ttl).await {
+            Ok(()) => Ok(0),
+            Err(e) => Ok(failed(caller.data(), ns, &e)),
+        }
+    })
+}
+
+pub(super) fn kv_put_batch<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (ns_ptr, ns_len, entries_ptr, entries_len, ttl_ms): (u32, u32, u32, u32, i64),
+) -> HostFuture<'a> {
+    Box::new(async move {
+        let ttl = guest_try!(ttl(ttl_ms));
+        let block = guest_try!(copy(&mut caller, entries_ptr, entries_len));
+        let parsed =
+            guest_try!(HeaderBlock::parse_entries(&block).map_err(|_| HostError::InvalidArgument));
+        let entries: Vec<(&[u8], &[u8])> = parsed.iter().collect();
+        for (key, value) in &entries {
+            if key.len() > MAX_KEY_LEN {
+                return Ok(HostError::LimitExceeded.code());
+            }
+            guest_try!(check_value(&caller, value.len()));
+        }
+        let ops = entries.len().max(1) as u32;
+        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
+        match store.put_many(&entries, ttl).await {
+            Ok(()) => Ok(entries.len() as i32),
+            Err(e) => Ok(failed(caller.data(), ns, &e)),
+        }
+    })
+}
+
+pub(super) fn kv_delete<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (ns_ptr, ns_len, key_ptr, key_len): (u32, u32, u32, u32),
+) -> HostFuture<'a> {
+    Box::new(async move {
+        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
+        match store.delete(key.bytes()).await {
+            Ok(existed) => Ok(i32::from(existed)),
+            Err(e) => Ok(failed(caller.data(), ns, &e)),
+        }
+    })
+}
+
+pub(super) fn kv_incr<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (ns_ptr, ns_len, key_ptr, key_len, delta, ttl_ms, out_ptr): (u32, u32, u32, u32, i64, i64, u32),
+) -> HostFuture<'a> {
+    Box::new(async move {
+        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let ttl = guest_try!(ttl(ttl_ms));
+        let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
+        // Checked before the increment, so that a bad pointer cannot lose one.
+        if slice(data(&mut caller), out_ptr, 8).is_none() {
+            return Ok(HostError::InvalidArgument.code());
+        }
+        match store.incr(key.bytes(), delta, ttl).await {
+            Ok(sum) => {
+                let Some((data, _)) = super::memory(&mut caller) else {
+                    return Ok(HostError::InvalidArgument.code());
+                };
+                match slice_mut(data, out_ptr, 8) {
+                    Some(out) => out.copy_from_slice(&sum.to_le_bytes()),
+                    None => return Ok(HostError::InvalidArgument.code()),
+                }
+                Ok(0)
+            }
+            Err(e) => Ok(failed(caller.data(), ns, &e)),
+        }
+    })
+}
+
+#[allow(clippy::type_complexity, reason = "the ABI's nine arguments, as Wasmtime passes them")]
+pub(super) fn kv_list<'a>(
+    mut caller: Caller<'a, RequestState>,
+    (ns_ptr, ns_len, prefix_ptr, prefix_len, after_ptr, after_len, limit, out_ptr, out_cap): (
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+    ),
+) -> HostFuture<'a> {
+    Box::new(async move {
+        // The call's arguments, unambiguously: the prefix's length first.
+        let input = |data: &[u8]| -> Option<Vec<u8>> {
+            let prefix = slice(data, prefix_ptr, prefix_len)?;
+            let after = slice(data, after_ptr, after_len)?;
+            Some([&prefix_len.to_le_bytes(), prefix, after, &limit.to_le_bytes()].concat())
+        };
+        let is_same = |data: &[u8], call: &KeptCall| {
+            call.matches(KeptCall::LIST, slice(data, ns_ptr, ns_len), input(data).as_deref())
+        };
+        if let Some((call, block)) = kept(&mut caller, is_same) {
+            caller.data_mut().charge_hostcall()?;
+            return Ok(answer(&mut caller, call, block, out_ptr, out_cap));
+        }
+        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        if limit > MAX_LIST {
+            return Ok(HostError::LimitExceeded.code());
+        }
+        let prefix = guest_try!(Key::read(data(&mut caller), prefix_ptr, prefix_len));
+        let after = guest_try!(Key::read(data(&mut caller), after_ptr, after_len));
+        let Some(fingerprint) = input(data(&mut caller)) else {
+            return Ok(HostError::InvalidArgument.code());
+        };
+        match store.list(prefix.bytes(), after.bytes(), limit as usize).await {
+            Ok(keys) => {
+                let mut out = Vec::with_capacity(edgegate_abi::kv::list_len(
+                    keys.iter().map(|k| Some(&k[..])),
+                ));
+                for key in &keys {
+                    edgegate_abi::kv::push_item(&mut out, Some(key));
+                }
+                let call =
+                    KeptCall::new(KeptCall::LIST, &caller.data().worker.kv[ns].name, &fingerprint);
+                Ok(answer(&mut caller, call, out.into(), out_ptr, out_cap))
+            }
+            Err(e) => Ok(failed(caller.data(), ns, &e)),
+        }
+    })
+}
