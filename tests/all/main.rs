@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 mod demo;
 mod hostile;
+mod kv;
 mod limits;
 mod shutdown;
 mod support;

@@ -42,6 +42,11 @@ pub fn runtime_section() -> String {
 /// A config that serves the hostile test guest under `/h/`, with room to spin (10 s of CPU and
 /// deadline, a million host calls). `server` goes into `[server]`; `limits` adds worker limits.
 pub fn spinning_hostile(server: &str, limits: &str) -> String {
+    spinning_hostile_with(server, limits, "")
+}
+
+/// [`spinning_hostile`] with more lines in the worker's table (`fetch = […]`, `kv = […]`).
+pub fn spinning_hostile_with(server: &str, limits: &str, worker: &str) -> String {
     format!(
         r#"
         [server]
@@ -51,6 +56,7 @@ pub fn spinning_hostile(server: &str, limits: &str) -> String {
         [workers.hostile]
         module = "{hostile}"
         limits = {{ cpu = "10s", deadline = "10s", hostcalls = 1000000 {limits} }}
+        {worker}
 
         [[routes]]
         prefix = "/h"

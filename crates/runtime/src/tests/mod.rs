@@ -10,6 +10,7 @@ use edgegate_guests as guests;
 use crate::*;
 
 mod auth;
+mod kv;
 
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();

@@ -22,6 +22,9 @@
 //! | `/random` | answers 16 random bytes from the host, hex encoded |
 //! | `/verify` | checks the body as a compact JWS with the host's keys: 200 `verified` or 401 and the code |
 //! | `/jws-abuse` | calls `jws_verify` with out-of-bounds pointers, an over-long kid and an unknown algorithm; answers the codes |
+//! | `/kv?op=OP&ns=NS&key=K&n=N&delta=D&ttl=MS` | one KV call (`get`, `put` of the body or of N bytes, `incr`, `delete`, `list` with the key as prefix, `batch`: N puts in one call then a get of them all, `many`: N single gets); 200 and the result, or 500 and the error code's name |
+//! | `/kv-abuse` | calls the KV hostcalls with out-of-bounds pointers and a negative TTL; answers the codes |
+//! | `/fetch?url=U&n=N` | starts N fetches of U (default 1) at once, waits for each; 200 and `status body` per line, or 500 and the error code's name |
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -130,11 +133,132 @@ pub fn handle(req: &Request) -> Response {
             let text = alloc::format!("{} {} {} {}", codes[0], codes[1], codes[2], codes[3]);
             Response::text(200, &text)
         }
+        "kv" => kv_op(req),
+        "kv-abuse" => {
+            let codes = kv_abuse();
+            let text =
+                alloc::format!("{} {} {} {} {}", codes[0], codes[1], codes[2], codes[3], codes[4]);
+            Response::text(200, &text)
+        }
+        "fetch" => fetch_many(req),
         other => {
             host::log_fmt(LogLevel::Warn, format_args!("hostile: unknown path {other}"));
             Response::text(404, "unknown hostile path")
         }
     }
+}
+
+fn failed(e: edgegate_sdk::HostError) -> Response {
+    Response::text(500, &alloc::format!("{e:?}"))
+}
+
+/// One KV call, as the query asks.
+fn kv_op(req: &Request) -> Response {
+    use edgegate_sdk::kv;
+    let ns = kv::namespace(req.query_param("ns").unwrap_or("t"));
+    let key = req.query_param("key").unwrap_or("k").as_bytes();
+    let n = param(req, "n") as usize;
+    let ttl = Some(param(req, "ttl")).filter(|&t| t > 0);
+    let result = match req.query_param("op").unwrap_or("") {
+        "get" => ns.get(key).map(|v| v.unwrap_or_else(|| b"(none)".to_vec())),
+        "put" if n > 0 => ns.put_with_ttl(key, &vec![b'v'; n], ttl).map(|()| b"stored".to_vec()),
+        "put" => ns.put_with_ttl(key, req.body(), ttl).map(|()| b"stored".to_vec()),
+        "incr" => {
+            let delta = req.query_param("delta").and_then(|d| d.parse().ok()).unwrap_or(1);
+            ns.incr(key, delta, ttl).map(|sum| alloc::format!("{sum}").into_bytes())
+        }
+        "delete" => ns.delete(key).map(|existed| alloc::format!("{existed}").into_bytes()),
+        "list" => ns.list(key, b"", n as u32).map(|keys| {
+            let mut out = Vec::new();
+            for key in keys.iter().flatten() {
+                out.extend_from_slice(key);
+                out.push(b'\n');
+            }
+            out
+        }),
+        "batch" => {
+            let keys: Vec<Vec<u8>> = (0..n).map(|i| alloc::format!("b{i}").into_bytes()).collect();
+            let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"x"[..])).collect();
+            let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+            ns.put_batch(&entries, ttl).and_then(|_| ns.get_batch(&refs)).map(|values| {
+                alloc::format!("{} found", values.iter().flatten().count()).into_bytes()
+            })
+        }
+        "many" => (0..n)
+            .try_fold(0, |found, _| ns.get(key).map(|v| found + usize::from(v.is_some())))
+            .map(|found| alloc::format!("{found} found").into_bytes()),
+        _ => return Response::text(400, "op?"),
+    };
+    match result {
+        Ok(body) => Response::new(200, &body),
+        Err(e) => failed(e),
+    }
+}
+
+/// N concurrent fetches of one URL.
+fn fetch_many(req: &Request) -> Response {
+    use edgegate_sdk::fetch::{self, FetchRequest};
+    let url = req.query_param("url").unwrap_or("");
+    let n = param(req, "n").max(1);
+    let mut pending = Vec::new();
+    for _ in 0..n {
+        match fetch::start(&FetchRequest::get(url)) {
+            Ok(p) => pending.push(p),
+            Err(e) => return failed(e),
+        }
+    }
+    let mut out = Vec::new();
+    for p in pending {
+        match p.wait() {
+            Ok(r) => {
+                out.extend_from_slice(alloc::format!("{} ", r.status()).as_bytes());
+                out.extend_from_slice(r.body());
+                out.push(b'\n');
+            }
+            Err(e) => return failed(e),
+        }
+    }
+    Response::new(200, &out)
+}
+
+/// The KV hostcalls with arguments a well-behaved guest never passes.
+#[cfg(target_arch = "wasm32")]
+fn kv_abuse() -> [i32; 5] {
+    #[link(wasm_import_module = "edgegate_v1")]
+    unsafe extern "C" {
+        fn kv_get(ns: u32, ns_len: u32, key: u32, key_len: u32, out: u32, cap: u32) -> i32;
+        fn kv_put(
+            ns: u32,
+            ns_len: u32,
+            key: u32,
+            key_len: u32,
+            v: u32,
+            v_len: u32,
+            ttl: i64,
+        ) -> i32;
+        fn kv_incr(ns: u32, ns_len: u32, key: u32, key_len: u32, d: i64, ttl: i64, out: u32)
+        -> i32;
+        fn kv_put_batch(ns: u32, ns_len: u32, e: u32, e_len: u32, ttl: i64) -> i32;
+    }
+    static NS: &[u8] = b"t";
+    let ns = NS.as_ptr() as u32;
+    let far = u32::MAX - 8;
+    // SAFETY: the host reads and writes guest memory only through bounds-checked slices; these
+    // pointers are out of bounds on purpose, and nothing here touches them.
+    unsafe {
+        [
+            kv_get(ns, 1, far, 100, 0, 0),    // the key past the end of memory
+            kv_put(ns, 1, 0, 4, far, 100, 0), // the value past the end
+            kv_put(ns, 1, 0, 4, 0, 4, -5),    // a negative TTL
+            kv_incr(ns, 1, 0, 4, 1, 0, far),  // the answer's address past the end
+            kv_put_batch(ns, 1, 0, 7, 0),     // a malformed entry block
+        ]
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn kv_abuse() -> [i32; 5] {
+    [0; 5]
 }
 
 #[cfg(target_arch = "wasm32")]
