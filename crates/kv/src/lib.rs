@@ -128,14 +128,16 @@ impl Store {
     }
 }
 
-/// Calls the same method on whichever backend a [`Store`] holds (static dispatch: the memory
-/// backend's calls stay inlined and allocation-free).
+/// Calls the same method on whichever backend a [`Store`] holds. Static dispatch: the memory
+/// backend's calls stay inline and allocation-free. The disk and Redis futures are boxed, so
+/// that their size (a Redis call's is kilobytes) does not make every caller's future as large
+/// (and, in the hostcalls, every heap allocation and copy of it).
 macro_rules! dispatch {
     ($store:expr, $backend:ident => $call:expr) => {
         match $store {
             Store::Memory($backend) => $call.await,
-            Store::Disk($backend) => $call.await,
-            Store::Redis($backend) => $call.await,
+            Store::Disk($backend) => Box::pin($call).await,
+            Store::Redis($backend) => Box::pin($call).await,
         }
     };
 }

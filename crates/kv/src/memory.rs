@@ -51,6 +51,11 @@ impl MemoryStore {
         self.used.load(Ordering::Relaxed)
     }
 
+    /// [`Backend::get`], synchronously: the memory store never waits.
+    pub fn get_now(&self, key: &[u8]) -> Option<Bytes> {
+        self.read(key, &mut None)
+    }
+
     /// Removes expired entries; returns how many.
     pub fn purge_expired(&self) -> usize {
         let now = Instant::now();
@@ -66,9 +71,13 @@ impl MemoryStore {
         purged
     }
 
-    fn read(&self, key: &[u8], now: Instant) -> Option<Bytes> {
+    /// The value, if live. The clock is read only for an entry that can expire.
+    fn read(&self, key: &[u8], now: &mut Option<Instant>) -> Option<Bytes> {
         let entry = self.map.get(key)?;
-        entry.live(now).then(|| entry.value.clone())
+        match entry.expires {
+            None => Some(entry.value.clone()),
+            Some(at) => (at > *now.get_or_insert_with(Instant::now)).then(|| entry.value.clone()),
+        }
     }
 
     /// Reserves `grow` more bytes, or fails without reserving any.
@@ -118,12 +127,12 @@ fn expiry(ttl: Option<Duration>, now: Instant) -> Option<Instant> {
 
 impl Backend for MemoryStore {
     async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, KvError> {
-        Ok(self.read(key, Instant::now()))
+        Ok(self.get_now(key))
     }
 
     async fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, KvError> {
-        let now = Instant::now();
-        Ok(keys.iter().map(|key| self.read(key, now)).collect())
+        let mut now = None;
+        Ok(keys.iter().map(|key| self.read(key, &mut now)).collect())
     }
 
     async fn put(&self, key: &[u8], value: &[u8], ttl: Option<Duration>) -> Result<(), KvError> {

@@ -12,8 +12,12 @@
 //! ```
 //!
 //! `realloc` of the most recent block grows it in place, so a `Vec` that is pushed to while
-//! nothing else allocates never copies. All `unsafe` of the SDK lives in this module and in
-//! `sys`.
+//! nothing else allocates never copies, and shrinks it in place, giving the tail back: a buffer
+//! sized for the worst case and cut to what the host wrote (a KV value, a fetched response)
+//! costs only what it kept. Bytes given back may have been written, so the arena remembers how
+//! far memory was ever handed out (`dirty`), and `alloc_zeroed` clears the part of a block
+//! below that mark; above it, fresh memory is zero already. All `unsafe` of the SDK lives in
+//! this module and in `sys`.
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::Cell;
@@ -40,6 +44,8 @@ pub struct Arena<M> {
     memory: M,
     next: Cell<usize>,
     end: Cell<usize>,
+    /// Every byte at or above this address has never been handed out, so it is zero.
+    dirty: Cell<usize>,
 }
 
 // SAFETY: the arena is only used as the global allocator of a single-threaded wasm32 guest
@@ -57,7 +63,7 @@ fn bump(next: usize, layout: Layout) -> Option<(usize, usize)> {
 impl<M: Memory> Arena<M> {
     /// An arena over `memory`; nothing is read until the first allocation.
     pub const fn new(memory: M) -> Self {
-        Self { memory, next: Cell::new(0), end: Cell::new(0) }
+        Self { memory, next: Cell::new(0), end: Cell::new(0), dirty: Cell::new(0) }
     }
 
     /// Bytes handed out so far (including alignment padding).
@@ -75,8 +81,23 @@ impl<M: Memory> Arena<M> {
         }
         let (start, new_next) = bump(self.next.get(), layout)?;
         self.ensure(new_next)?;
-        self.next.set(new_next);
+        self.set_next(new_next);
         Some(start)
+    }
+
+    fn set_next(&self, next: usize) {
+        self.next.set(next);
+        self.dirty.set(self.dirty.get().max(next));
+    }
+
+    /// Shrinks the block at `addr` (the most recent one) in place to `new_size`, giving the rest
+    /// back. Returns whether it did (not when another block follows it).
+    pub fn shrink_in_place(&self, addr: usize, old_size: usize, new_size: usize) -> bool {
+        if addr.checked_add(old_size) != Some(self.next.get()) || new_size > old_size {
+            return false;
+        }
+        self.next.set(addr + new_size);
+        true
     }
 
     /// Grows the block at `addr` (the most recent one) in place to `new_size`, if it is the
@@ -89,7 +110,7 @@ impl<M: Memory> Arena<M> {
         if self.ensure(new_next).is_none() {
             return false;
         }
-        self.next.set(new_next);
+        self.set_next(new_next);
         true
     }
 
@@ -104,9 +125,10 @@ impl<M: Memory> Arena<M> {
 }
 
 // SAFETY: `alloc` returns either null or an address inside linear memory that is aligned for
-// `layout`, at least `layout.size()` bytes long, and never handed out again (the bump pointer
-// only moves forward, and `realloc` only extends the most recent block). `dealloc` does
-// nothing, which is allowed: memory is reclaimed when the instance is dropped.
+// `layout`, at least `layout.size()` bytes long, and not part of any live block (the bump
+// pointer only moves back when `realloc` shrinks the most recent block, over bytes that block
+// no longer owns). `dealloc` does nothing, which is allowed: memory is reclaimed when the
+// instance is dropped.
 unsafe impl<M: Memory> GlobalAlloc for Arena<M> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match self.allocate(layout) {
@@ -116,15 +138,27 @@ unsafe impl<M: Memory> GlobalAlloc for Arena<M> {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as `alloc`. The block is fresh memory above the bump pointer,
-        // which `Memory` guarantees is zero, so no memset is needed.
-        unsafe { self.alloc(layout) }
+        let dirty_before = self.dirty.get();
+        // SAFETY: same contract as `alloc`.
+        let ptr = unsafe { self.alloc(layout) };
+        if !ptr.is_null() {
+            // Bytes above the old dirty mark were never handed out: `Memory` guarantees they
+            // are zero. Only those below it are cleared.
+            let stale = dirty_before.saturating_sub(ptr as usize).min(layout.size());
+            // SAFETY: `ptr` is valid for `layout.size()` bytes, and `stale` is at most that.
+            unsafe { core::ptr::write_bytes(ptr, 0, stale) };
+        }
+        ptr
     }
 
     unsafe fn dealloc(&self, _ptr: *mut u8, _layout: Layout) {}
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size <= layout.size() || self.grow_in_place(ptr as usize, layout.size(), new_size) {
+        if new_size <= layout.size() {
+            self.shrink_in_place(ptr as usize, layout.size(), new_size);
+            return ptr;
+        }
+        if self.grow_in_place(ptr as usize, layout.size(), new_size) {
             return ptr;
         }
         // SAFETY: `new_size` is non-zero and, rounded up to `align`, does not overflow isize:
@@ -239,23 +273,48 @@ mod tests {
     }
 
     #[test]
-    fn works_as_a_real_allocator_over_a_buffer() {
-        // A real buffer, so realloc's copy path is exercised on memory that exists.
-        struct Buffer(std::boxed::Box<[u8]>);
-        // SAFETY (for Sync): the buffer is only used from this test's thread.
-        unsafe impl Sync for Buffer {}
-        impl Memory for &'static Buffer {
-            fn bounds(&self) -> (usize, usize) {
-                let start = self.0.as_ptr() as usize;
-                (start, start + self.0.len())
-            }
-            fn grow(&self, _pages: usize) -> Option<usize> {
-                None
-            }
+    fn realloc_shrinks_the_last_block_and_zeroed_blocks_stay_zero() {
+        let buffer: &'static Buffer = leaked_buffer(4096);
+        let a = Arena::new(buffer);
+        // SAFETY: the arena hands out addresses inside `buffer`, which lives forever.
+        unsafe {
+            let p = a.alloc_zeroed(layout(1024, 1));
+            p.write_bytes(0xAB, 1024);
+            let q = a.realloc(p, layout(1024, 1), 16);
+            assert_eq!(p, q);
+            assert_eq!(a.used(), 16, "the tail was given back");
+            let r = a.alloc_zeroed(layout(2048, 1));
+            assert_eq!(r, p.add(16), "the tail is reused");
+            let bytes = core::slice::from_raw_parts(r, 2048);
+            assert!(bytes.iter().all(|&b| b == 0), "written bytes given back are cleared");
+            let _blocker = a.alloc(layout(1, 1));
+            let _ = a.realloc(r, layout(2048, 1), 8);
+            assert_eq!(a.used(), 16 + 2048 + 1, "not the last block: nothing given back");
         }
-        let buffer: &'static Buffer = std::boxed::Box::leak(std::boxed::Box::new(Buffer(
-            std::vec![0u8; 4096].into_boxed_slice(),
-        )));
+    }
+
+    /// A real buffer, so copies and writes happen on memory that exists.
+    struct Buffer(std::boxed::Box<[u8]>);
+    // SAFETY (for Sync): each buffer is only used from one test's thread.
+    unsafe impl Sync for Buffer {}
+    impl Memory for &'static Buffer {
+        fn bounds(&self) -> (usize, usize) {
+            let start = self.0.as_ptr() as usize;
+            (start, start + self.0.len())
+        }
+        fn grow(&self, _pages: usize) -> Option<usize> {
+            None
+        }
+    }
+
+    fn leaked_buffer(len: usize) -> &'static Buffer {
+        std::boxed::Box::leak(std::boxed::Box::new(Buffer(std::vec![0u8; len].into_boxed_slice())))
+    }
+
+    #[test]
+    fn works_as_a_real_allocator_over_a_buffer() {
+        // realloc's copy path, on memory that exists.
+        let buffer = leaked_buffer(4096);
         let a = Arena::new(buffer);
         let l = layout(4, 4);
         // SAFETY: the arena hands out addresses inside `buffer`, which lives forever.

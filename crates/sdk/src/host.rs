@@ -59,6 +59,8 @@ pub(crate) fn read_answer(
             .map_err(|_| HostError::from_code(n).unwrap_or(HostError::InvalidArgument))?;
         if len <= buf.len() {
             buf.truncate(len);
+            // The arena takes the unused tail back (the buffer is its most recent block).
+            buf.shrink_to_fit();
             return Ok(buf);
         }
         buf.resize(len, 0);

@@ -97,6 +97,19 @@ impl Namespace<'_> {
         }
     }
 
+    /// Reads the value under `key` into `buf`, allocating nothing: `Some(n)` is its length,
+    /// and the value is in `buf[..n]` when `n <= buf.len()`. A longer value is not written; the
+    /// host keeps it, so a `get_into` with a buffer of `n` bytes right after reads it without
+    /// asking the store again.
+    pub fn get_into(&self, key: &[u8], buf: &mut [u8]) -> Result<Option<usize>, HostError> {
+        let ns = self.name.as_bytes();
+        match status(sys::kv_read(KvRead::Get { ns, key }, buf)) {
+            Ok(n) => Ok(Some(n as usize)),
+            Err(HostError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The values under several keys, in one host call, in the order of `keys`.
     pub fn get_batch(&self, keys: &[&[u8]]) -> Result<Items, HostError> {
         let mut block =

@@ -290,6 +290,13 @@ mod imp {
 
 /// The KV calls that answer into a buffer.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(target_arch = "wasm32"),
+    allow(
+        dead_code,
+        reason = "only the wasm32 imports read the arguments; natively nothing is granted"
+    )
+)]
 pub enum KvRead<'a> {
     Get { ns: &'a [u8], key: &'a [u8] },
     GetBatch { ns: &'a [u8], keys: &'a [u8] },

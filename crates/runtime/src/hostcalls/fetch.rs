@@ -91,7 +91,7 @@ pub(super) fn fetch_wait<'a>(
         if let Some(kept) =
             state.kept.take_if(|k| k.call.matches(KeptCall::FETCH, Some(b""), Some(&id)))
         {
-            return Ok(answer(&mut caller, kept.call, kept.answer, out_ptr, out_cap));
+            return Ok(answer(&mut caller, |_, _| kept.call, kept.answer, out_ptr, out_cap));
         }
         let Some(task) = state.fetches.pending.get_mut(handle as usize).and_then(Option::take)
         else {
@@ -103,7 +103,7 @@ pub(super) fn fetch_wait<'a>(
         };
         match result {
             Ok(response) => {
-                let call = KeptCall::new(KeptCall::FETCH, "", &id);
+                let call = |_: &[u8], _: &RequestState| KeptCall::new(KeptCall::FETCH, "", &id);
                 Ok(answer(&mut caller, call, encode(response), out_ptr, out_cap))
             }
             Err(e) => {

@@ -81,7 +81,7 @@ fn open(
     ns_ptr: u32,
     ns_len: u32,
     ops: u32,
-) -> wasmtime::Result<Result<(usize, Store), HostError>> {
+) -> wasmtime::Result<Result<usize, HostError>> {
     let Some((data, state)) = enter(caller)? else { return Ok(Err(HostError::InvalidArgument)) };
     let Some(name) = slice(data, ns_ptr, ns_len) else {
         return Ok(Err(HostError::InvalidArgument));
@@ -92,7 +92,32 @@ fn open(
     if let Err(e) = state.charge_kv(ops) {
         return Ok(Err(e));
     }
-    Ok(Ok((index, state.worker.kv[index].store.clone())))
+    Ok(Ok(index))
+}
+
+/// The store of the worker's namespace `ns`, to hold across a wait.
+fn store(caller: &Caller<'_, RequestState>, ns: usize) -> Store {
+    caller.data().worker.kv[ns].store.clone()
+}
+
+/// `kv_get` on an in-memory namespace, answered in place: the key read straight from guest
+/// memory, the store not cloned, nothing awaited. `None` for the other backends.
+fn memory_get(
+    caller: &mut Caller<'_, RequestState>,
+    ns: usize,
+    key_ptr: u32,
+    key_len: u32,
+) -> Option<Result<Option<Bytes>, HostError>> {
+    let (data, state) = super::memory(caller)?;
+    let Store::Memory(memory) = &state.worker.kv[ns].store else { return None };
+    if key_len as usize > MAX_KEY_LEN {
+        return Some(Err(HostError::LimitExceeded));
+    }
+    Some(
+        slice(data, key_ptr, key_len)
+            .map(|key| memory.get_now(key))
+            .ok_or(HostError::InvalidArgument),
+    )
 }
 
 /// The answer kept from the same call, if this is one.
@@ -129,14 +154,24 @@ pub(super) fn kv_get<'a>(
         };
         if let Some((call, value)) = kept(&mut caller, is_same) {
             caller.data_mut().charge_hostcall()?;
+            return Ok(answer(&mut caller, |_, _| call, value, out_ptr, out_cap));
+        }
+        let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        if let Some(found) = memory_get(&mut caller, ns, key_ptr, key_len) {
+            let Some(value) = guest_try!(found) else { return Ok(HostError::NotFound.code()) };
+            let call = |data: &[u8], state: &RequestState| {
+                let key = slice(data, key_ptr, key_len).unwrap_or_default();
+                KeptCall::new(KeptCall::GET, &state.worker.kv[ns].name, key)
+            };
             return Ok(answer(&mut caller, call, value, out_ptr, out_cap));
         }
-        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let store = store(&caller, ns);
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
         match store.get(key.bytes()).await {
             Ok(Some(value)) => {
-                let call =
-                    KeptCall::new(KeptCall::GET, &caller.data().worker.kv[ns].name, key.bytes());
+                let call = |_: &[u8], state: &RequestState| {
+                    KeptCall::new(KeptCall::GET, &state.worker.kv[ns].name, key.bytes())
+                };
                 Ok(answer(&mut caller, call, value, out_ptr, out_cap))
             }
             Ok(None) => Ok(HostError::NotFound.code()),
@@ -166,7 +201,7 @@ pub(super) fn kv_get_batch<'a>(
         };
         if let Some((call, block)) = kept(&mut caller, is_same) {
             caller.data_mut().charge_hostcall()?;
-            return Ok(answer(&mut caller, call, block, out_ptr, out_cap));
+            return Ok(answer(&mut caller, |_, _| call, block, out_ptr, out_cap));
         }
         let block = guest_try!(copy(&mut caller, keys_ptr, keys_len));
         let list = guest_try!(ListBlock::parse(&block).map_err(|_| HostError::InvalidArgument));
@@ -176,7 +211,8 @@ pub(super) fn kv_get_batch<'a>(
                 .collect()
         );
         let ops = keys.len().max(1) as u32;
-        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
+        let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
+        let store = store(&caller, ns);
         match store.get_many(&keys).await {
             Ok(values) => {
                 let mut out = Vec::with_capacity(edgegate_abi::kv::list_len(
@@ -185,8 +221,9 @@ pub(super) fn kv_get_batch<'a>(
                 for value in &values {
                     edgegate_abi::kv::push_item(&mut out, value.as_deref());
                 }
-                let call =
-                    KeptCall::new(KeptCall::GET_BATCH, &caller.data().worker.kv[ns].name, &block);
+                let call = |_: &[u8], state: &RequestState| {
+                    KeptCall::new(KeptCall::GET_BATCH, &state.worker.kv[ns].name, &block)
+                };
                 Ok(answer(&mut caller, call, out.into(), out_ptr, out_cap))
             }
             Err(e) => Ok(failed(caller.data(), ns, &e)),
@@ -215,7 +252,8 @@ pub(super) fn kv_put<'a>(
     ),
 ) -> HostFuture<'a> {
     Box::new(async move {
-        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let store = store(&caller, ns);
         let ttl = guest_try!(ttl(ttl_ms));
         guest_try!(check_value(&caller, value_len as usize));
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
@@ -244,7 +282,8 @@ pub(super) fn kv_put_batch<'a>(
             guest_try!(check_value(&caller, value.len()));
         }
         let ops = entries.len().max(1) as u32;
-        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
+        let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
+        let store = store(&caller, ns);
         match store.put_many(&entries, ttl).await {
             Ok(()) => Ok(entries.len() as i32),
             Err(e) => Ok(failed(caller.data(), ns, &e)),
@@ -257,7 +296,8 @@ pub(super) fn kv_delete<'a>(
     (ns_ptr, ns_len, key_ptr, key_len): (u32, u32, u32, u32),
 ) -> HostFuture<'a> {
     Box::new(async move {
-        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let store = store(&caller, ns);
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
         match store.delete(key.bytes()).await {
             Ok(existed) => Ok(i32::from(existed)),
@@ -271,7 +311,8 @@ pub(super) fn kv_incr<'a>(
     (ns_ptr, ns_len, key_ptr, key_len, delta, ttl_ms, out_ptr): (u32, u32, u32, u32, i64, i64, u32),
 ) -> HostFuture<'a> {
     Box::new(async move {
-        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let store = store(&caller, ns);
         let ttl = guest_try!(ttl(ttl_ms));
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
         // Checked before the increment, so that a bad pointer cannot lose one.
@@ -321,9 +362,10 @@ pub(super) fn kv_list<'a>(
         };
         if let Some((call, block)) = kept(&mut caller, is_same) {
             caller.data_mut().charge_hostcall()?;
-            return Ok(answer(&mut caller, call, block, out_ptr, out_cap));
+            return Ok(answer(&mut caller, |_, _| call, block, out_ptr, out_cap));
         }
-        let (ns, store) = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
+        let store = store(&caller, ns);
         if limit > MAX_LIST {
             return Ok(HostError::LimitExceeded.code());
         }
@@ -340,8 +382,9 @@ pub(super) fn kv_list<'a>(
                 for key in &keys {
                     edgegate_abi::kv::push_item(&mut out, Some(key));
                 }
-                let call =
-                    KeptCall::new(KeptCall::LIST, &caller.data().worker.kv[ns].name, &fingerprint);
+                let call = |_: &[u8], state: &RequestState| {
+                    KeptCall::new(KeptCall::LIST, &state.worker.kv[ns].name, &fingerprint)
+                };
                 Ok(answer(&mut caller, call, out.into(), out_ptr, out_cap))
             }
             Err(e) => Ok(failed(caller.data(), ns, &e)),

@@ -76,7 +76,7 @@ fn slice_mut(data: &mut [u8], ptr: u32, len: u32) -> Option<&mut [u8]> {
 /// same call again. Returns its length.
 fn answer(
     caller: &mut Caller<'_, RequestState>,
-    call: KeptCall,
+    call: impl FnOnce(&[u8], &RequestState) -> KeptCall,
     answer: Bytes,
     out_ptr: u32,
     out_cap: u32,
@@ -91,6 +91,7 @@ fn answer(
         };
         out.copy_from_slice(&answer);
     } else {
+        let call = call(data, state);
         state.kept = Some(Kept { call, answer });
     }
     len

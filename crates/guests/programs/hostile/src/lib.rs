@@ -22,7 +22,7 @@
 //! | `/random` | answers 16 random bytes from the host, hex encoded |
 //! | `/verify` | checks the body as a compact JWS with the host's keys: 200 `verified` or 401 and the code |
 //! | `/jws-abuse` | calls `jws_verify` with out-of-bounds pointers, an over-long kid and an unknown algorithm; answers the codes |
-//! | `/kv?op=OP&ns=NS&key=K&n=N&delta=D&ttl=MS` | one KV call (`get`, `put` of the body or of N bytes, `incr`, `delete`, `list` with the key as prefix, `batch`: N puts in one call then a get of them all, `many`: N single gets); 200 and the result, or 500 and the error code's name |
+//! | `/kv?op=OP&ns=NS&key=K&n=N&delta=D&ttl=MS` | one KV call (`get`, `put` of the body or of N bytes, `incr`, `delete`, `list` with the key as prefix, `batch`: N puts in one call then a get of them all, `many`: N single gets into one buffer); 200 and the result, or 500 and the error code's name |
 //! | `/kv-abuse` | calls the KV hostcalls with out-of-bounds pointers and a negative TTL; answers the codes |
 //! | `/fetch?url=U&n=N` | starts N fetches of U (default 1) at once, waits for each; 200 and `status body` per line, or 500 and the error code's name |
 
@@ -184,9 +184,15 @@ fn kv_op(req: &Request) -> Response {
                 alloc::format!("{} found", values.iter().flatten().count()).into_bytes()
             })
         }
-        "many" => (0..n)
-            .try_fold(0, |found, _| ns.get(key).map(|v| found + usize::from(v.is_some())))
-            .map(|found| alloc::format!("{found} found").into_bytes()),
+        "many" => {
+            // One buffer for every get: the loop measures the hostcall, not the allocator.
+            let mut buf = [0u8; 1024];
+            (0..n)
+                .try_fold(0, |found, _| {
+                    ns.get_into(key, &mut buf).map(|v| found + usize::from(v.is_some()))
+                })
+                .map(|found| alloc::format!("{found} found").into_bytes())
+        }
         _ => return Response::text(400, "op?"),
     };
     match result {
