@@ -15,14 +15,14 @@ pub struct CheckCommand {
 impl CheckCommand {
     /// Parses the configuration and loads every module and key exactly as `serve` would
     /// (a JWKS URL that cannot be fetched is a warning: `serve` would start and retry),
-    /// without binding the listeners.
+    /// without binding the listeners, and checks the KV namespaces without opening them.
     pub fn execute(self) -> anyhow::Result<()> {
         let loaded = self.config.load()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        runtime.block_on(Gateway::build(&loaded, edgegate_guests::BUILTIN))?;
+        runtime.block_on(Gateway::check(&loaded, edgegate_guests::BUILTIN))?;
         println!(
             "{}: ok ({} workers, {} routes)",
             loaded.origin,

@@ -70,12 +70,17 @@ fn kv_config(kv_table: &str, limits: &str) -> String {
     )
 }
 
+/// [`kv_config`] on a redb file in a fresh directory (kept alive by the returned guard).
+fn redb_config() -> (tempfile::TempDir, String) {
+    let data = tempfile::tempdir().unwrap();
+    let path = data.path().join("kv.redb").display().to_string();
+    let config = kv_config(&format!("backend = \"redb\"\npath = {path:?}"), "");
+    (data, config)
+}
+
 #[test]
 fn an_acknowledged_redb_write_survives_kill_9() {
-    let data = tempfile::tempdir().unwrap();
-    let path = data.path().join("kv.redb");
-    let config =
-        kv_config(&format!("backend = \"redb\"\npath = {:?}", path.display().to_string()), "");
+    let (_data, config) = redb_config();
     let gw = Gateway::start(&config);
     assert_eq!(put(gw.addr, "/kv/order:1", b"paid").status, 204);
     assert_eq!(put(gw.addr, "/kv/order:2", b"shipped").status, 204);
@@ -207,4 +212,30 @@ fn fetch_returns_whole_responses() {
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.text(), "200 {\"origin\":\"test\"}\n".repeat(3));
     assert_eq!(origin.seen().len(), 3);
+}
+
+#[test]
+fn check_leaves_a_running_gateways_store_alone_and_names_a_bad_seed() {
+    let (_data, config) = redb_config();
+    let gw = Gateway::start(&config);
+    assert_eq!(put(gw.addr, "/kv/k", b"v").status, 204);
+    // The serving gateway holds the redb file's lock: check must not need it.
+    let (dir, file) = crate::support::write_config(&config);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(get(gw.addr, "/kv/k").text(), "v");
+
+    std::fs::write(dir.path().join("seed.ndjson"), "{\"key\":\"a\",\"value\":\"1\"}\n{\"key\":\n")
+        .unwrap();
+    std::fs::write(&file, kv_config("seed = \"seed.ndjson\"", "")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("kv.ns.seed") && stderr.contains("line 2"), "{stderr}");
 }

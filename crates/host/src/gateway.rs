@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, ServerConfig, WorkerConfig};
 use crate::error::{ErrorKind, RequestError, Source, error_chain};
 use crate::fetch::{FetchPool, Origin, WorkerFetcher};
+use crate::kv::Mode as KvMode;
 use crate::router::{Match, Router};
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
@@ -84,6 +85,21 @@ impl Gateway {
     /// (fetching JWKS URLs once), and compiles the routes. `builtins` are the modules
     /// `builtin:NAME` refers to. Must run inside a tokio runtime.
     pub async fn build(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+        Self::build_as(loaded, builtins, KvMode::Serve).await
+    }
+
+    /// What `edgegate check` runs: [`Gateway::build`], except that KV namespaces are only
+    /// checked (seeds parsed, Redis URLs resolved), not opened: a redb file a running gateway
+    /// holds stays unlocked, Redis is not contacted and no seed is written.
+    pub async fn check(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+        Self::build_as(loaded, builtins, KvMode::Check).await
+    }
+
+    async fn build_as(
+        loaded: &Loaded,
+        builtins: &[(&str, &[u8])],
+        kv_mode: KvMode,
+    ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
         let runtime = Runtime::new(
@@ -126,7 +142,7 @@ impl Gateway {
             upstreams.insert(name.clone(), Arc::new(pool));
         }
 
-        let kv = crate::kv::open(loaded).await?;
+        let kv = crate::kv::open(loaded, kv_mode).await?;
         background.0.extend(kv.tasks);
         let fetch_ca = config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
         let fetch_pool = FetchPool::new(&config.fetch, fetch_ca.as_deref())

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgegate_kv::{
-    Backend, DiskFile, DiskStore, MemoryStore, Namespace, RedisSettings, RedisStore, Store,
-    parse_seed,
+    Backend, DiskFile, DiskStore, MemoryStore, Namespace, RedisSettings, RedisStore, SeedEntry,
+    Store, parse_seed,
 };
 use tokio::task::JoinHandle;
 
@@ -34,8 +34,17 @@ pub(crate) struct Opened {
     pub(crate) tasks: Vec<JoinHandle<()>>,
 }
 
-/// Opens and seeds every namespace. Must run inside a tokio runtime.
-pub(crate) async fn open(loaded: &Loaded) -> Result<Opened, ConfigError> {
+/// Whether the namespaces are opened for serving, or only checked (`edgegate check`, which
+/// must not lock a redb file a running gateway holds, connect to Redis, or write seeds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Serve,
+    Check,
+}
+
+/// Opens and seeds every namespace (with [`Mode::Check`]: reads and parses the seeds, and
+/// stands an empty memory store in for each namespace). Must run inside a tokio runtime.
+pub(crate) async fn open(loaded: &Loaded, mode: Mode) -> Result<Opened, ConfigError> {
     let mut files: HashMap<PathBuf, DiskFile> = HashMap::new();
     let mut opened = Opened { namespaces: BTreeMap::new(), tasks: Vec::new() };
     for (name, config) in &loaded.config.kv {
@@ -43,6 +52,15 @@ pub(crate) async fn open(loaded: &Loaded) -> Result<Opened, ConfigError> {
             ConfigError::at(&loaded.origin, format!("kv.{name}.{field}"), message)
         };
         let store = match config.backend {
+            _ if mode == Mode::Check => {
+                if let Some(seed) = &config.seed {
+                    read_seed(loaded, seed).map_err(|m| error("seed", m))?;
+                }
+                if config.backend == KvBackend::Redis {
+                    redis_url(loaded, config).map_err(|m| error("url", m))?;
+                }
+                Store::Memory(Arc::new(MemoryStore::new(0)))
+            }
             KvBackend::Memory => {
                 let capacity = config.capacity.map_or(DEFAULT_CAPACITY, |c| c.bytes());
                 let store = Arc::new(MemoryStore::new(capacity));
@@ -75,7 +93,7 @@ pub(crate) async fn open(loaded: &Loaded) -> Result<Opened, ConfigError> {
                 Store::Redis(Arc::new(redis(loaded, name, config).map_err(|m| error("url", m))?))
             }
         };
-        if let Some(seed) = &config.seed {
+        if let Some(seed) = config.seed.as_ref().filter(|_| mode == Mode::Serve) {
             let count = write_seed(loaded, &store, seed).await.map_err(|m| error("seed", m))?;
             tracing::info!(namespace = %name, backend = store.kind(), entries = count, "kv seeded");
         }
@@ -84,12 +102,16 @@ pub(crate) async fn open(loaded: &Loaded) -> Result<Opened, ConfigError> {
     Ok(opened)
 }
 
+fn redis_url(loaded: &Loaded, config: &KvConfig) -> Result<String, String> {
+    match (&config.url, &config.url_env) {
+        (Some(url), _) => Ok(url.clone()),
+        (None, Some(var)) => loaded.env_var(var).ok_or_else(|| format!("${var} is not set")),
+        (None, None) => Err("no url".into()),
+    }
+}
+
 fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, String> {
-    let url = match (&config.url, &config.url_env) {
-        (Some(url), _) => url.clone(),
-        (None, Some(var)) => loaded.env_var(var).ok_or_else(|| format!("${var} is not set"))?,
-        (None, None) => return Err("no url".into()),
-    };
+    let url = redis_url(loaded, config)?;
     let prefix = config.key_prefix.clone().unwrap_or_else(|| format!("edgegate:{name}:"));
     RedisStore::new(RedisSettings {
         url,
@@ -99,7 +121,7 @@ fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, S
     .map_err(|e| e.to_string())
 }
 
-async fn write_seed(loaded: &Loaded, store: &Store, seed: &str) -> Result<usize, String> {
+fn read_seed(loaded: &Loaded, seed: &str) -> Result<Vec<SeedEntry>, String> {
     let text = if seed == DEMO_KV_SEED {
         DEMO_SEED.to_owned()
     } else {
@@ -107,7 +129,11 @@ async fn write_seed(loaded: &Loaded, store: &Store, seed: &str) -> Result<usize,
         std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?
     };
-    let entries = parse_seed(&text).map_err(|e| format!("`{seed}`: {e}"))?;
+    parse_seed(&text).map_err(|e| format!("`{seed}`: {e}"))
+}
+
+async fn write_seed(loaded: &Loaded, store: &Store, seed: &str) -> Result<usize, String> {
+    let entries = read_seed(loaded, seed)?;
     // Entries with the same TTL go in one batch call.
     let mut written = 0;
     for chunk in entries.chunk_by(|a, b| a.ttl == b.ttl) {
