@@ -84,6 +84,16 @@ impl FetchPool {
             idle_timeout: section.idle_timeout,
         })
     }
+
+    /// This pool and its timeouts, for a fetch to `name`.
+    fn via(&self, name: String) -> Via {
+        Via {
+            client: self.client.clone(),
+            first_byte_timeout: self.first_byte_timeout,
+            idle_timeout: self.idle_timeout,
+            name,
+        }
+    }
 }
 
 /// One pool and its timeouts, as a fetch uses them.
@@ -186,12 +196,7 @@ impl Fetcher for WorkerFetcher {
                 origin.host, origin.port
             )));
         }
-        let via = Via {
-            client: self.pool.client.clone(),
-            first_byte_timeout: self.pool.first_byte_timeout,
-            idle_timeout: self.pool.idle_timeout,
-            name: format!("{}:{}", origin.host, origin.port),
-        };
+        let via = self.pool.via(format!("{}:{}", origin.host, origin.port));
         Ok(Box::pin(send(via, request, max_body)))
     }
 }

@@ -226,15 +226,8 @@ async fn redis_restart_mid_run_errors_during_the_outage_and_recovers() {
 
 #[tokio::test]
 async fn a_hanging_redis_times_out() {
-    // A listener that accepts and never answers: the call must end at the timeout.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let _accept = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
+    // A server that accepts and never answers: the call must end at the timeout.
+    let port = edgegate_testkit::redis::silent_server();
     let store = RedisStore::new(RedisSettings {
         url: format!("redis://127.0.0.1:{port}"),
         timeout: Duration::from_millis(200),

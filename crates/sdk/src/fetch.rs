@@ -27,7 +27,7 @@ use edgegate_abi::HostError;
 use edgegate_abi::outcome::Outcome;
 use edgegate_abi::request::{self, RequestParts};
 
-use crate::host::read_answer;
+use crate::host::{read_answer, status};
 use crate::sys;
 
 /// An outbound request.
@@ -68,10 +68,7 @@ pub fn start(request: &FetchRequest<'_>) -> Result<Pending, HostError> {
     let len = request::encoded_len(&parts).ok_or(HostError::LimitExceeded)?;
     let mut buf = vec![0u8; len];
     request::encode(&parts, &mut buf).map_err(|_| HostError::InvalidArgument)?;
-    match sys::fetch_begin(&buf) {
-        handle if handle >= 0 => Ok(Pending(handle)),
-        code => Err(HostError::from_code(code).unwrap_or(HostError::InvalidArgument)),
-    }
+    status(sys::fetch_begin(&buf)).map(|handle| Pending(handle as i32))
 }
 
 /// Sends `request` and waits for its response.

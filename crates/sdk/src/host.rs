@@ -40,10 +40,14 @@ pub fn unix_time() -> i64 {
 /// Fills `buf` with cryptographically secure random bytes from the host (at most 64 KiB per
 /// call).
 pub fn random_fill(buf: &mut [u8]) -> Result<(), HostError> {
-    match crate::sys::fill_random(buf) {
-        0 => Ok(()),
-        code => Err(HostError::from_code(code).unwrap_or(HostError::InvalidArgument)),
-    }
+    status(crate::sys::fill_random(buf)).map(drop)
+}
+
+/// A host function's `i32` result: the non-negative value, or the negative code as a
+/// [`HostError`] (an unknown one reads as `InvalidArgument`).
+pub(crate) fn status(result: i32) -> Result<u32, HostError> {
+    u32::try_from(result)
+        .map_err(|_| HostError::from_code(result).unwrap_or(HostError::InvalidArgument))
 }
 
 /// Calls a host function that answers into a buffer: with `first` bytes of room, then, if the
@@ -54,9 +58,7 @@ pub(crate) fn read_answer(
 ) -> Result<Vec<u8>, HostError> {
     let mut buf = vec![0u8; first];
     for _ in 0..2 {
-        let n = call(&mut buf);
-        let len = usize::try_from(n)
-            .map_err(|_| HostError::from_code(n).unwrap_or(HostError::InvalidArgument))?;
+        let len = status(call(&mut buf))? as usize;
         if len <= buf.len() {
             buf.truncate(len);
             // The arena takes the unused tail back (the buffer is its most recent block).

@@ -24,7 +24,7 @@ use edgegate_abi::HostError;
 use edgegate_abi::kv::{ListBlock, NO_TTL};
 pub use edgegate_abi::kv::{MAX_KEY_LEN, MAX_LIST};
 
-use crate::host::read_answer;
+use crate::host::{read_answer, status};
 use crate::sys::{self, KvRead};
 
 /// The room first offered for a value: enough for most in one call.
@@ -39,14 +39,6 @@ pub struct Namespace<'n> {
 /// The namespace `name`.
 pub fn namespace(name: &str) -> Namespace<'_> {
     Namespace { name }
-}
-
-fn status(code: i32) -> Result<i32, HostError> {
-    if code >= 0 {
-        Ok(code)
-    } else {
-        Err(HostError::from_code(code).unwrap_or(HostError::InvalidArgument))
-    }
 }
 
 fn ttl_ms(ttl_ms: Option<u64>) -> i64 {
@@ -144,7 +136,7 @@ impl Namespace<'_> {
         ttl: Option<u64>,
     ) -> Result<u32, HostError> {
         let block = edgegate_abi::encode_entries(entries.iter().copied());
-        status(sys::kv_write_batch(self.name.as_bytes(), &block, ttl_ms(ttl))).map(|n| n as u32)
+        status(sys::kv_write_batch(self.name.as_bytes(), &block, ttl_ms(ttl)))
     }
 
     /// Removes `key`; whether it existed.

@@ -96,6 +96,19 @@ impl RedisServer {
     }
 }
 
+/// A "Redis" on loopback that accepts connections, reads nothing and never answers: what a hung
+/// server looks like to a client. Its thread holds every connection until the process exits.
+/// Returns the port.
+pub fn silent_server() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a free port");
+    let port = listener.local_addr().expect("a bound address").port();
+    std::thread::spawn(move || {
+        // Collecting never ends while the listener accepts: every connection stays open.
+        let _held: Vec<TcpStream> = listener.incoming().map_while(Result::ok).collect();
+    });
+    port
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();

@@ -9,7 +9,7 @@ use edgegate_abi::request::RequestView;
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use wasmtime::Caller;
 
-use super::{answer, enter, slice};
+use super::{answer, enter, kept, slice};
 use crate::fetch::FetchError;
 use crate::request::{KeptCall, RequestState};
 
@@ -84,15 +84,16 @@ pub(super) fn fetch_wait<'a>(
     (handle, out_ptr, out_cap): (u32, u32, u32),
 ) -> Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a> {
     Box::new(async move {
-        let Some((_, state)) = enter(&mut caller)? else {
+        if enter(&mut caller)?.is_none() {
             return Ok(HostError::InvalidArgument.code());
-        };
-        let id = handle.to_le_bytes();
-        if let Some(kept) =
-            state.kept.take_if(|k| k.call.matches(KeptCall::FETCH, Some(b""), Some(&id)))
-        {
-            return Ok(answer(&mut caller, |_, _| kept.call, kept.answer, out_ptr, out_cap));
         }
+        let id = handle.to_le_bytes();
+        let is_same =
+            |_: &[u8], call: &KeptCall| call.matches(KeptCall::FETCH, Some(b""), Some(&id));
+        if let Some((call, response)) = kept(&mut caller, is_same) {
+            return Ok(answer(&mut caller, |_, _| call, response, out_ptr, out_cap));
+        }
+        let state = caller.data_mut();
         let Some(task) = state.fetches.pending.get_mut(handle as usize).and_then(Option::take)
         else {
             return Ok(HostError::InvalidArgument.code());

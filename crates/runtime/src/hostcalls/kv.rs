@@ -16,7 +16,7 @@ use edgegate_abi::{HeaderBlock, HostError};
 use edgegate_kv::{Backend, KvError, Store};
 use wasmtime::Caller;
 
-use super::{answer, enter, slice, slice_mut};
+use super::{answer, enter, kept, slice, slice_mut};
 use crate::request::{KeptCall, RequestState};
 
 type HostFuture<'a> = Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a>;
@@ -118,20 +118,6 @@ fn memory_get(
             .map(|key| memory.get_now(key))
             .ok_or(HostError::InvalidArgument),
     )
-}
-
-/// The answer kept from the same call, if this is one.
-fn kept(
-    caller: &mut Caller<'_, RequestState>,
-    matches: impl FnOnce(&[u8], &KeptCall) -> bool,
-) -> Option<(KeptCall, Bytes)> {
-    let (data, state) = super::memory(caller)?;
-    let kept = state.kept.take()?;
-    if matches(data, &kept.call) {
-        return Some((kept.call, kept.answer));
-    }
-    state.kept = Some(kept);
-    None
 }
 
 /// Unwraps the guest's error code, returning it from the hostcall.

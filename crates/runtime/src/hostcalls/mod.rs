@@ -72,6 +72,17 @@ fn slice_mut(data: &mut [u8], ptr: u32, len: u32) -> Option<&mut [u8]> {
     data.get_mut(ptr as usize..(ptr as usize).checked_add(len as usize)?)
 }
 
+/// The answer kept from the same call, if this is one (it is taken: an answer is re-read
+/// once).
+fn kept(
+    caller: &mut Caller<'_, RequestState>,
+    matches: impl FnOnce(&[u8], &KeptCall) -> bool,
+) -> Option<(KeptCall, Bytes)> {
+    let (data, state) = memory(caller)?;
+    let kept = state.kept.take_if(|kept| matches(data, &kept.call))?;
+    Some((kept.call, kept.answer))
+}
+
 /// Writes `answer` to `[out_ptr, out_ptr + out_cap)` if it fits; otherwise keeps it for the
 /// same call again. Returns its length.
 fn answer(

@@ -114,22 +114,9 @@ async fn a_full_namespace_refuses_writes_with_a_code() {
     assert_eq!(call(&w, "/kv?op=put&key=b&n=90").await, err("LimitExceeded"));
 }
 
-/// A Redis that accepts connections and never answers.
-async fn silent_redis() -> (u16, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    (port, task)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_on_redis_is_not_charged_to_the_cpu_budget() {
-    let (port, _server) = silent_redis().await;
+    let port = edgegate_testkit::redis::silent_server();
     let store = RedisStore::new(RedisSettings {
         url: format!("redis://127.0.0.1:{port}"),
         timeout: Duration::from_millis(150),
