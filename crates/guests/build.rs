@@ -13,7 +13,7 @@ use std::process::Command;
 const TARGET: &str = "wasm32-unknown-unknown";
 
 /// The demo workers, always built: the gateway binary embeds them.
-const WORKERS: &[&str] = &["echo-json", "auth-router", "kv-lookup", "fan-out"];
+const WORKERS: &[&str] = &["echo-json", "auth-router", "kv-lookup", "fan-out", "image-resize"];
 
 /// Rust test programs, built with the `test-programs` feature.
 const RUST_PROGRAMS: &[&str] = &["hostile"];

@@ -1,5 +1,6 @@
 //! The subcommands, one per file.
 
+mod bench;
 mod check;
 mod serve;
 
@@ -15,6 +16,12 @@ pub enum Command {
     Serve(serve::ServeCommand),
     /// Check a configuration and its modules without serving; exits 0 if it is good, 1 if not.
     Check(check::CheckCommand),
+    /// Run the benchmark lab: edgegate against Node.js, workerd and native Rust, reported in
+    /// Markdown, JSON and SVG.
+    Bench(bench::BenchCommand),
+    /// The benchmark lab's native-Rust comparator (started by `edgegate bench`).
+    #[command(hide = true)]
+    BenchNative(bench::BenchNativeCommand),
 }
 
 impl Command {
@@ -23,6 +30,8 @@ impl Command {
         match self {
             Self::Serve(command) => command.execute(),
             Self::Check(command) => command.execute(),
+            Self::Bench(command) => command.execute(),
+            Self::BenchNative(command) => command.execute(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! One test binary (link time dominates on small machines), one module per topic.
 
 mod auth;
+mod bench;
 mod cli;
 mod demo;
 mod hostile;

@@ -16,6 +16,7 @@
 //! | `route_claim` | `aud` | the claim whose value (a string, or the first of an array that has a route) picks the upstream |
 //! | `claim_headers` | none | `claim:header` pairs, comma-separated: each claim is sent upstream in that header (and a client's own header of that name is removed) |
 //! | `forward_authorization` | `false` | whether the `Authorization` header goes upstream too |
+//! | `dry_run` | `false` | answer 200 with the decision as JSON instead of forwarding: `{"upstream":"service-a","set":{"x-jwt-sub":"ada"}}` (the benchmark lab's auth-check workload; a way to see what a token would do) |
 //!
 //! The token policy (issuer, audiences, leeway, required claims, size cap) and the keys come
 //! from the gateway's `[workers.NAME.jwt]` table; see `docs/auth.md`.
@@ -50,6 +51,7 @@ struct Settings {
     route_claim: String,
     claim_headers: String,
     forward_authorization: bool,
+    dry_run: bool,
 }
 
 impl Settings {
@@ -58,12 +60,14 @@ impl Settings {
             route_claim: "aud".into(),
             claim_headers: String::new(),
             forward_authorization: false,
+            dry_run: false,
         };
         for (key, value) in config.iter() {
             match key {
                 "route_claim" => settings.route_claim = value.into(),
                 "claim_headers" => settings.claim_headers = value.into(),
                 "forward_authorization" => settings.forward_authorization = value == "true",
+                "dry_run" => settings.dry_run = value == "true",
                 _ => {}
             }
         }
@@ -127,6 +131,15 @@ pub fn handle(req: &Request) -> Response {
             .header("content-type", "application/json")
             .body(br#"{"error":"unknown_audience"}"#);
     };
+    if settings.dry_run {
+        return decision(
+            upstream,
+            wanted
+                .iter()
+                .zip(values)
+                .filter_map(|((_, header), value)| Some((*header, value.and_then(header_value)?))),
+        );
+    }
     let mut forward = Forward::to(upstream);
     for ((_, header), value) in wanted.iter().zip(values) {
         // Set replaces whatever the client sent under that name; a claim the token lacks
@@ -140,6 +153,40 @@ pub fn handle(req: &Request) -> Response {
         forward = forward.remove_header("authorization");
     }
     forward.into()
+}
+
+/// The dry run's answer: `{"upstream":NAME,"set":{HEADER:VALUE,…}}`, the headers in
+/// configuration order.
+fn decision<'a>(upstream: &str, set: impl Iterator<Item = (&'a str, Vec<u8>)>) -> Response {
+    let mut body = Vec::with_capacity(128);
+    body.extend_from_slice(br#"{"upstream":"#);
+    json_string(&mut body, upstream.as_bytes());
+    body.extend_from_slice(br#","set":{"#);
+    for (i, (header, value)) in set.enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        json_string(&mut body, header.as_bytes());
+        body.push(b':');
+        json_string(&mut body, &value);
+    }
+    body.extend_from_slice(b"}}");
+    Response::json(200, &body)
+}
+
+/// `text` as a JSON string. Header names and values are visible ASCII, tabs and UTF-8 (see
+/// [`header_value`]): only `"`, `\` and tab need escaping.
+fn json_string(out: &mut Vec<u8>, text: &[u8]) {
+    out.push(b'"');
+    for &b in text {
+        match b {
+            b'"' => out.extend_from_slice(br#"\""#),
+            b'\\' => out.extend_from_slice(br"\\"),
+            b'\t' => out.extend_from_slice(br"\t"),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
 }
 
 /// A claim as a header value: a string as itself, a number or boolean as written, an array of
@@ -193,6 +240,19 @@ mod tests {
         for skipped in ["o", "z", "bad", "mixed", "missing"] {
             assert_eq!(value(skipped), None, "{skipped}");
         }
+    }
+
+    #[test]
+    fn a_dry_run_answers_with_the_decision_as_json() {
+        let set = [("x-jwt-sub", b"ada".to_vec()), ("x-q", br#"a"b\c	d"#.to_vec())];
+        let r = decision("service-a", set.into_iter());
+        assert_eq!(r.status(), 200);
+        let body: serde_json::Value = serde_json::from_slice(r.body()).unwrap();
+        assert_eq!(body["upstream"], "service-a");
+        assert_eq!(body["set"]["x-jwt-sub"], "ada");
+        assert_eq!(body["set"]["x-q"], "a\"b\\c\td");
+        let none = decision("service-b", core::iter::empty());
+        assert_eq!(none.body(), br#"{"upstream":"service-b","set":{}}"#);
     }
 
     #[test]

@@ -1,0 +1,36 @@
+// The Node.js comparator: the four workloads on node:http, with node:crypto for the token and
+// sharp (libvips) for the image. Started by `edgegate bench`; settings come from:
+//   EDGEGATE_BENCH_PORT      the loopback port to listen on
+//   EDGEGATE_BENCH_SECRET    the HS256 secret
+//   EDGEGATE_BENCH_PROFILES  a JSON file of { key: value } for the db-lookup store
+import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import sharp from 'sharp';
+import { makeApp } from './workloads.mjs';
+
+// No result cache: every request does its own work, as in the other runtimes.
+sharp.cache(false);
+
+const handle = makeApp({
+  secret: process.env.EDGEGATE_BENCH_SECRET,
+  profiles: JSON.parse(readFileSync(process.env.EDGEGATE_BENCH_PROFILES, 'utf8')),
+  resize: (jpeg) =>
+    sharp(jpeg).resize(640, 480, { fit: 'fill', kernel: 'linear' }).jpeg({ quality: 80 }).toBuffer(),
+});
+
+const server = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (chunk) => chunks.push(chunk));
+  req.on('end', async () => {
+    const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    const r = await handle(req.method, req.url, req.headers.authorization, body);
+    const out = typeof r.body === 'string' ? Buffer.from(r.body) : r.body;
+    res.writeHead(r.status, { 'content-type': r.type, 'content-length': out.length });
+    res.end(out);
+  });
+});
+server.keepAliveTimeout = 60_000;
+const port = Number(process.env.EDGEGATE_BENCH_PORT || 0);
+server.listen(port, '127.0.0.1', () => {
+  console.log(`listening on http://127.0.0.1:${server.address().port}`);
+});

@@ -1,0 +1,37 @@
+//! The benchmark lab behind `edgegate bench`: edgegate against Node.js, workerd and native
+//! Rust on the same workloads, measured the same way, reproducible with one command.
+//!
+//! * [`workload`]: the five workloads, their data, and the answer each runtime must give.
+//! * [`load`]: the open-loop constant-rate load generator (latency from each request's due
+//!   time), with [`latency`] histograms.
+//! * [`runtimes`]: starting, timing and stopping each runtime; [`native`] is the native one.
+//! * [`affinity`] and [`procfs`]: CPU pinning, and the server's CPU time and memory.
+//! * [`lab`] runs a [`lab::Plan`]; [`report`] and [`charts`] turn the results into
+//!   `results.json`, `report.md` and SVG charts.
+//!
+//! ```no_run
+//! use edgegate_bench::{affinity::CpuPlan, lab, runtimes::Environment};
+//! let env = Environment {
+//!     edgegate: "target/release/edgegate".into(),
+//!     node_dir: "bench/node".into(),
+//!     work: "/tmp/lab/work".into(),
+//! };
+//! let cpus = CpuPlan::new(&edgegate_bench::affinity::available_cpus()?, true);
+//! let results = lab::run(&lab::Plan::quick(), &env, &cpus)?;
+//! results.write("/tmp/lab".as_ref())?;
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod affinity;
+pub mod charts;
+pub mod lab;
+pub mod latency;
+pub mod load;
+pub mod native;
+pub mod procfs;
+pub mod report;
+pub mod runtimes;
+mod timer;
+pub mod workload;

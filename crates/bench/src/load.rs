@@ -1,0 +1,427 @@
+//! The open-loop, constant-rate load generator (the wrk2 method).
+//!
+//! Request *i* is due at `start + i / rate`, whether or not earlier ones have been answered.
+//! A due request goes to an idle keep-alive connection, or waits in a queue until one is
+//! free; its latency is measured from the time it was **due**, not from when it was sent, so
+//! a server that stalls is charged for every request the stall delayed (coordinated omission
+//! corrected). The latency from the actual send is kept too, to show the difference.
+//!
+//! ```text
+//!  dispatcher: due(0) due(1) due(2) …   (a timerfd in the same event loop: µs precision)
+//!       │ push (i, due)
+//!       ▼
+//!   queue ──▶ connection 1 ─ send ─ response ─▶ corrected = done − due
+//!         ──▶ connection 2 ─ …                  uncorrected = done − sent
+//! ```
+//!
+//! Nothing spins: between events the load thread sleeps in `epoll_wait`, as wrk and any real
+//! client do. (tokio's own timer has millisecond granularity, too coarse for a schedule with
+//! requests 100 µs apart; a client that busy-polled instead would never pay the wake-up a real
+//! client pays when an answer arrives, and would report less latency than wrk on the same
+//! endpoint.)
+//!
+//! Each load thread (one per load CPU) runs its own single-threaded runtime, its own
+//! connections and every T-th slot of the schedule; their histograms are merged. Requests due
+//! during the warm-up are sent but not recorded. The dispatcher's own lateness is measured:
+//! when it cannot keep the schedule, the result says so instead of blaming the server.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Method, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::latency::Latencies;
+
+/// One request the generator sends, again and again.
+#[derive(Debug, Clone)]
+pub struct RequestTemplate {
+    /// The method.
+    pub method: Method,
+    /// The path and query.
+    pub uri: Uri,
+    /// Headers besides `host`.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The body (cloning it is a reference count).
+    pub body: Bytes,
+    /// The status a good answer has; any other counts as an error.
+    pub expect: u16,
+}
+
+/// What to send, how fast and for how long.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// The server.
+    pub addr: SocketAddr,
+    /// Requests per second, over all threads.
+    pub rate: f64,
+    /// Sent but not recorded.
+    pub warmup: Duration,
+    /// Recorded, after the warm-up.
+    pub duration: Duration,
+    /// Keep-alive connections, over all threads.
+    pub connections: usize,
+    /// A request not answered within this is an error (and its connection is replaced).
+    pub timeout: Duration,
+}
+
+/// How requests failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Errors {
+    /// Answered with another status than expected.
+    pub status: u64,
+    /// The connection failed (refused, reset, closed mid-answer).
+    pub io: u64,
+    /// Not answered within the timeout, or still unanswered when the run ended.
+    pub timeout: u64,
+}
+
+impl Errors {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.status + self.io + self.timeout
+    }
+
+    fn add(&mut self, other: &Self) {
+        self.status += other.status;
+        self.io += other.io;
+        self.timeout += other.timeout;
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Default)]
+pub struct LoadResult {
+    /// From the time each request was due to its last response byte.
+    pub corrected: Latencies,
+    /// From the time each request was sent to its last response byte.
+    pub uncorrected: Latencies,
+    /// How late the dispatcher queued each request: the generator's own error.
+    pub dispatch_lateness: Latencies,
+    /// Recorded requests answered as expected.
+    pub ok: u64,
+    /// Recorded requests that failed.
+    pub errors: Errors,
+    /// The most requests outstanding at the server at once (summed over load threads: an
+    /// upper bound when there are several).
+    pub max_in_flight: usize,
+}
+
+impl LoadResult {
+    fn merge(&mut self, other: &Self) {
+        self.corrected.merge(&other.corrected);
+        self.uncorrected.merge(&other.uncorrected);
+        self.dispatch_lateness.merge(&other.dispatch_lateness);
+        self.ok += other.ok;
+        self.errors.add(&other.errors);
+        self.max_in_flight += other.max_in_flight;
+    }
+
+    /// Whether the generator kept its schedule: 99 % of requests queued within 200 µs of
+    /// their time. When it did not, the rate was the generator's limit, not the server's.
+    pub fn kept_schedule(&self) -> bool {
+        self.dispatch_lateness.quantile(0.99) <= Duration::from_micros(200)
+    }
+}
+
+/// The schedule of one load thread: every `stride`-th slot from `offset`, one slot per
+/// `1 / rate` seconds. Computed from the slot number, so rounding never accumulates.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    start: Instant,
+    interval_ns: f64,
+    offset: u64,
+    stride: u64,
+}
+
+impl Schedule {
+    /// Thread `offset` of `stride` threads sharing `rate` requests per second from `start`.
+    pub fn new(start: Instant, rate: f64, offset: u64, stride: u64) -> Self {
+        Self { start, interval_ns: 1e9 / rate, offset, stride: stride.max(1) }
+    }
+
+    /// When this thread's `i`-th request is due.
+    pub fn due(&self, i: u64) -> Instant {
+        let slot = (i * self.stride + self.offset) as f64;
+        self.start + Duration::from_nanos((slot * self.interval_ns).round() as u64)
+    }
+}
+
+/// Runs `spec` with one load thread per entry of `cpus` (each pinned to that CPU set; one
+/// unpinned thread when `cpus` is empty). Requests cycle through `requests` in order.
+pub fn run(
+    spec: &LoadSpec,
+    requests: &Arc<[RequestTemplate]>,
+    cpus: &[Vec<usize>],
+) -> anyhow::Result<LoadResult> {
+    anyhow::ensure!(!requests.is_empty(), "no requests to send");
+    anyhow::ensure!(spec.rate > 0.0, "the rate must be positive");
+    let threads: Vec<Option<&[usize]>> = if cpus.is_empty() {
+        vec![None]
+    } else {
+        cpus.iter().map(|c| Some(c.as_slice())).collect()
+    };
+    let stride = threads.len() as u64;
+    // A common start a little ahead, so every thread has connected before its first slot.
+    let start = Instant::now() + Duration::from_millis(200);
+    let results: Vec<anyhow::Result<LoadResult>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = threads
+            .iter()
+            .enumerate()
+            .map(|(t, pin)| {
+                let connections = (spec.connections / threads.len()).max(1);
+                let schedule = Schedule::new(start, spec.rate, t as u64, stride);
+                let requests = requests.clone();
+                scope.spawn(move || {
+                    if let Some(cpus) = pin {
+                        crate::affinity::pin_current_thread(cpus)?;
+                    }
+                    thread_run(spec, schedule, connections, &requests, t)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked"))))
+            .collect()
+    });
+    let mut total = LoadResult::default();
+    for result in results {
+        total.merge(&result?);
+    }
+    Ok(total)
+}
+
+/// One queued request: which template, when it was due, whether it is recorded.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    template: usize,
+    due: Instant,
+    recorded: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    queue: VecDeque<Job>,
+    dispatching: bool,
+    in_flight: usize,
+    result: LoadResult,
+}
+
+fn thread_run(
+    spec: &LoadSpec,
+    schedule: Schedule,
+    connections: usize,
+    requests: &Arc<[RequestTemplate]>,
+    thread: usize,
+) -> anyhow::Result<LoadResult> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let host = HeaderValue::from_str(&spec.addr.to_string())?;
+        let shared = Rc::new(RefCell::new(Shared { dispatching: true, ..Shared::default() }));
+        let wake = Rc::new(Notify::new());
+        let mut tasks = Vec::with_capacity(connections);
+        for _ in 0..connections {
+            let sender = connect(spec.addr).await?;
+            let connection = Connection {
+                spec: spec.clone(),
+                host: host.clone(),
+                requests: requests.clone(),
+                shared: shared.clone(),
+                wake: wake.clone(),
+            };
+            tasks.push(tokio::task::spawn_local(connection.serve(sender)));
+        }
+        let recorded_from = schedule.due(0) + spec.warmup;
+        let end = recorded_from + spec.duration;
+        let timer = crate::timer::Timer::new()?;
+        let mut i = 0u64;
+        loop {
+            let due = schedule.due(i);
+            if due >= end {
+                break;
+            }
+            timer.sleep_until(due).await?;
+            let now = Instant::now();
+            let recorded = due >= recorded_from;
+            let template = (i as usize * schedule.stride as usize + thread) % requests.len();
+            {
+                let mut s = shared.borrow_mut();
+                if recorded {
+                    s.result.dispatch_lateness.record(now - due);
+                }
+                s.queue.push_back(Job { template, due, recorded });
+            }
+            wake.notify_one();
+            i += 1;
+        }
+        shared.borrow_mut().dispatching = false;
+        wake.notify_waiters();
+        // Whatever is not answered by the drain deadline is a timeout.
+        let drain = spec.timeout.min(Duration::from_secs(2));
+        let _ = tokio::time::timeout(drain, futures_join(tasks)).await;
+        let mut s = shared.borrow_mut();
+        let unanswered = s.queue.iter().filter(|j| j.recorded).count() as u64 + s.in_flight as u64;
+        s.result.errors.timeout += unanswered;
+        Ok(std::mem::take(&mut s.result))
+    })
+}
+
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>>> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::task::spawn_local(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+struct Connection {
+    spec: LoadSpec,
+    host: HeaderValue,
+    requests: Arc<[RequestTemplate]>,
+    shared: Rc<RefCell<Shared>>,
+    wake: Rc<Notify>,
+}
+
+impl Connection {
+    async fn next_job(&self) -> Option<Job> {
+        loop {
+            {
+                let mut s = self.shared.borrow_mut();
+                if let Some(job) = s.queue.pop_front() {
+                    s.in_flight += 1;
+                    s.result.max_in_flight = s.result.max_in_flight.max(s.in_flight);
+                    return Some(job);
+                }
+                if !s.dispatching {
+                    return None;
+                }
+            }
+            self.wake.notified().await;
+        }
+    }
+
+    async fn serve(self, sender: SendRequest<Full<Bytes>>) {
+        let mut sender = Some(sender);
+        while let Some(job) = self.next_job().await {
+            let template = &self.requests[job.template];
+            let sent = Instant::now();
+            let outcome = match sender.as_mut() {
+                Some(s) => tokio::time::timeout(self.spec.timeout, send(s, template, &self.host))
+                    .await
+                    .map_err(|_| Failure::Timeout)
+                    .and_then(|r| r.map(|(status, _)| status).map_err(|_| Failure::Io)),
+                None => Err(Failure::Io),
+            };
+            let done = Instant::now();
+            if self.record(job, template, sent, done, outcome) {
+                // A broken or stuck connection is replaced before the next request.
+                sender = connect(self.spec.addr).await.ok();
+                if sender.is_none() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+
+    /// Records one outcome; returns whether the connection must be replaced.
+    fn record(
+        &self,
+        job: Job,
+        template: &RequestTemplate,
+        sent: Instant,
+        done: Instant,
+        outcome: Result<u16, Failure>,
+    ) -> bool {
+        let mut s = self.shared.borrow_mut();
+        s.in_flight -= 1;
+        let r = &mut s.result;
+        let recorded = u64::from(job.recorded);
+        match outcome {
+            Ok(status) if status == template.expect => {
+                if job.recorded {
+                    r.ok += 1;
+                    r.corrected.record(done - job.due);
+                    r.uncorrected.record(done - sent);
+                }
+                false
+            }
+            Ok(_) => {
+                r.errors.status += recorded;
+                false
+            }
+            Err(Failure::Io) => {
+                r.errors.io += recorded;
+                true
+            }
+            Err(Failure::Timeout) => {
+                r.errors.timeout += recorded;
+                true
+            }
+        }
+    }
+}
+
+enum Failure {
+    Io,
+    Timeout,
+}
+
+/// Sends `template` once on a new connection and returns the status and the body: how the
+/// lab checks that a runtime answers correctly before it loads it.
+pub async fn request_once(
+    addr: SocketAddr,
+    template: &RequestTemplate,
+) -> anyhow::Result<(u16, Bytes)> {
+    let stream = TcpStream::connect(addr).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let host = HeaderValue::from_str(&addr.to_string())?;
+    let (status, body) = send(&mut sender, template, &host).await?;
+    Ok((status, body.to_bytes()))
+}
+
+/// Sends one request and reads the whole answer.
+async fn send(
+    sender: &mut SendRequest<Full<Bytes>>,
+    template: &RequestTemplate,
+    host: &HeaderValue,
+) -> Result<(u16, http_body_util::Collected<Bytes>), hyper::Error> {
+    sender.ready().await?;
+    let mut request = http::Request::new(Full::new(template.body.clone()));
+    *request.method_mut() = template.method.clone();
+    *request.uri_mut() = template.uri.clone();
+    let headers = request.headers_mut();
+    headers.insert(http::header::HOST, host.clone());
+    for (name, value) in &template.headers {
+        headers.insert(name.clone(), value.clone());
+    }
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    Ok((status, response.into_body().collect().await?))
+}
+
+#[cfg(test)]
+mod tests;

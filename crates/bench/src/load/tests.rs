@@ -1,0 +1,143 @@
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hyper::service::service_fn;
+use tokio::net::TcpListener;
+
+use super::*;
+
+/// A loopback HTTP/1.1 server on its own thread; `behave(n)` decides the status of the n-th
+/// request (from 0) and how long it is held before it is answered.
+fn server(behave: impl Fn(u64) -> (u16, Duration) + Send + Sync + 'static) -> SocketAddr {
+    let behave = Arc::new(behave);
+    let count = Arc::new(AtomicU64::new(0));
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = TcpListener::from_std(std_listener).unwrap();
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (behave, count) = (behave.clone(), count.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |_req| {
+                        let (status, hold) = behave(count.fetch_add(1, Ordering::Relaxed));
+                        async move {
+                            tokio::time::sleep(hold).await;
+                            let mut response = http::Response::new(Full::new(Bytes::from("ok")));
+                            *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                            Ok::<_, Infallible>(response)
+                        }
+                    });
+                    let io = TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
+}
+
+fn get() -> Arc<[RequestTemplate]> {
+    Arc::from(vec![RequestTemplate {
+        method: Method::GET,
+        uri: Uri::from_static("/"),
+        headers: Vec::new(),
+        body: Bytes::new(),
+        expect: 200,
+    }])
+}
+
+fn spec(
+    addr: SocketAddr,
+    rate: f64,
+    warmup_ms: u64,
+    duration_ms: u64,
+    connections: usize,
+) -> LoadSpec {
+    LoadSpec {
+        addr,
+        rate,
+        warmup: Duration::from_millis(warmup_ms),
+        duration: Duration::from_millis(duration_ms),
+        connections,
+        timeout: Duration::from_secs(5),
+    }
+}
+
+#[test]
+fn the_schedule_is_computed_per_slot_and_interleaves_threads() {
+    let start = Instant::now();
+    let one = Schedule::new(start, 3.0, 0, 1);
+    assert_eq!(one.due(3) - start, Duration::from_secs(1));
+    assert_eq!(one.due(3_000_000) - start, Duration::from_secs(1_000_000));
+    // Two threads at 1000/s: thread 0 takes slots 0, 2, 4…; thread 1 slots 1, 3, 5….
+    let (a, b) = (Schedule::new(start, 1000.0, 0, 2), Schedule::new(start, 1000.0, 1, 2));
+    assert_eq!(a.due(1) - start, Duration::from_millis(2));
+    assert_eq!(b.due(0) - start, Duration::from_millis(1));
+    assert_eq!(b.due(1) - start, Duration::from_millis(3));
+}
+
+#[test]
+fn latency_is_measured_from_the_time_a_request_was_due() {
+    // Each answer takes 10 ms on one connection, but one is due every 5 ms: the queue grows
+    // by 5 ms per request. Measured from the send, every request takes ~10 ms; measured from
+    // when it was due, the later ones wait far longer.
+    let addr = server(|_| (200, Duration::from_millis(10)));
+    let r = run(&spec(addr, 200.0, 0, 500, 1), &get(), &[]).unwrap();
+    let (corrected, uncorrected) = (r.corrected.summary(), r.uncorrected.summary());
+    assert!(uncorrected.p50 >= 10_000.0, "{uncorrected:?}");
+    assert!(corrected.p99 > 2.0 * uncorrected.p99, "{corrected:?} vs {uncorrected:?}");
+    assert!(corrected.max >= 200_000.0, "the last of 100 requests waited ~250 ms: {corrected:?}");
+}
+
+#[test]
+fn a_stall_shows_in_the_corrected_p99_and_not_in_the_naive_one() {
+    // 1000 requests/s on one connection; the 1500th request is held for 200 ms. About 200
+    // requests come due during the stall, 10 % of the 2000 recorded, so the corrected p99 must
+    // be in the stall, while only one request *sent* during it was slow.
+    let stall = Duration::from_millis(200);
+    let addr = server(move |n| (200, if n == 1500 { stall } else { Duration::ZERO }));
+    let r = run(&spec(addr, 1000.0, 200, 2000, 1), &get(), &[]).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    let corrected = r.corrected.summary();
+    assert!(corrected.p99 >= 100_000.0, "corrected p99 misses the stall: {corrected:?}");
+    assert!(corrected.max >= 190_000.0, "{corrected:?}");
+    let naive = r.uncorrected.summary();
+    assert!(naive.p99 < 100_000.0, "one slow send cannot move the naive p99: {naive:?}");
+}
+
+#[test]
+fn warm_up_requests_are_sent_but_not_recorded() {
+    let addr = server(|_| (200, Duration::ZERO));
+    let r = run(&spec(addr, 1000.0, 300, 500, 4), &get(), &[]).unwrap();
+    // 500 recorded of the 800 sent; a request or two may fall either side of the boundary.
+    assert!((498..=502).contains(&r.ok), "{}", r.ok);
+    assert_eq!(r.corrected.count(), r.ok);
+}
+
+#[test]
+fn wrong_statuses_and_dead_servers_are_errors_not_latencies() {
+    let addr = server(|n| (if n % 2 == 0 { 200 } else { 500 }, Duration::ZERO));
+    let r = run(&spec(addr, 500.0, 0, 400, 1), &get(), &[]).unwrap();
+    assert!(r.errors.status >= 90 && r.ok >= 90, "{:?} ok {}", r.errors, r.ok);
+    assert_eq!(r.corrected.count(), r.ok);
+
+    // Nothing listens: the connections cannot even be opened.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    assert!(run(&spec(closed, 100.0, 0, 100, 1), &get(), &[]).is_err());
+}
+
+#[test]
+fn threads_split_the_rate_and_their_results_merge() {
+    let addr = server(|_| (200, Duration::ZERO));
+    let cpus = crate::affinity::available_cpus().unwrap();
+    let threads = vec![cpus.clone(), cpus];
+    let r = run(&spec(addr, 2000.0, 100, 500, 4), &get(), &threads).unwrap();
+    assert!((998..=1002).contains(&r.ok), "{}", r.ok);
+    assert_eq!(r.corrected.count(), r.ok);
+}

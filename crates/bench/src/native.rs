@@ -1,0 +1,200 @@
+//! The native-Rust comparator: the four workloads as a plain hyper server, no Wasm. It is the
+//! ceiling that shows what Wasm costs.
+//!
+//! The logic is the workers' own where it can be: the image path calls the `image-resize`
+//! worker's [`image_resize::resize_jpeg`], and the token is checked by the SDK's
+//! [`edgegate_sdk::jwt::verify`] (compiled natively, with `ring` as the key) under the same
+//! policy the gateway gives `auth-router`. Echo re-serializes through `serde_json` as
+//! `echo-json` does; lookups read a `HashMap`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use edgegate_sdk::jwt::{self, Alg, Validation, Verifier};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use crate::workload::ISSUER;
+
+/// The server's state: the HMAC key and the store.
+#[derive(Debug)]
+pub struct Native {
+    key: Hs256,
+    validation: Validation,
+    store: RwLock<HashMap<String, Bytes>>,
+    target: image_resize::Target,
+}
+
+#[derive(Debug)]
+struct Hs256(ring::hmac::Key);
+
+impl Verifier for Hs256 {
+    fn verify(
+        &self,
+        alg: Alg,
+        _kid: Option<&[u8]>,
+        signing_input: &[u8],
+        signature: &[u8],
+    ) -> Result<(), jwt::Error> {
+        if alg != Alg::Hs256 {
+            return Err(jwt::Error::AlgMismatch);
+        }
+        ring::hmac::verify(&self.0, signing_input, signature).map_err(|_| jwt::Error::BadSignature)
+    }
+}
+
+/// The audiences with a route, as in `auth-router`.
+const ROUTES: [&str; 2] = ["service-a", "service-b"];
+
+impl Native {
+    /// A server verifying with `secret` and serving `profiles`.
+    pub fn new(secret: &[u8], profiles: impl IntoIterator<Item = (String, Bytes)>) -> Self {
+        Self {
+            key: Hs256(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret)),
+            validation: Validation {
+                issuer: Some(ISSUER.into()),
+                required: vec!["exp".into(), "sub".into()],
+                ..Validation::default()
+            },
+            store: RwLock::new(profiles.into_iter().collect()),
+            target: image_resize::Target::default(),
+        }
+    }
+
+    /// Serves on `listen` until the process ends; prints `listening on http://ADDR` first.
+    pub fn serve(self, listen: SocketAddr) -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(listen).await?;
+            println!("listening on http://{}", listener.local_addr()?);
+            let state = Arc::new(self);
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let _ = stream.set_nodelay(true);
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(state.handle(req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        })
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (parts, body) = req.into_parts();
+        let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
+            return json(400, r#"{"error":"bad_body"}"#.into());
+        };
+        let path = parts.uri.path();
+        match (&parts.method, path) {
+            (&Method::POST, "/echo") => echo(&body),
+            (&Method::POST, "/resize") => match image_resize::resize_jpeg(&body, &self.target) {
+                Ok(jpeg) => respond(200, "image/jpeg", jpeg.into()),
+                Err(image_resize::Error::TooLarge) => {
+                    json(413, r#"{"error":"image_too_large"}"#.into())
+                }
+                Err(_) => json(400, r#"{"error":"invalid_image"}"#.into()),
+            },
+            (_, p) if p.starts_with("/auth/") => {
+                let authorization = parts.headers.get(http::header::AUTHORIZATION);
+                let token = authorization.and_then(|v| v.to_str().ok()?.strip_prefix("Bearer "));
+                self.auth(token.unwrap_or(""))
+            }
+            (method, p) if p.starts_with("/kv/") => self.kv(method, &p[4..], body),
+            _ => json(404, r#"{"error":"no_route"}"#.into()),
+        }
+    }
+
+    fn auth(&self, token: &str) -> Response<Full<Bytes>> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let Ok(jwt) = jwt::verify(token, &self.validation, &self.key, now) else {
+            return json(401, r#"{"error":"invalid_token"}"#.into());
+        };
+        let (mut route, mut sub, mut scope) = (None, None, None);
+        for (key, value) in jwt.claims().iter() {
+            let text = || value.as_json_str().and_then(|s| s.as_str());
+            if key.eq_str("aud") {
+                route = value.strings().find_map(|a| ROUTES.into_iter().find(|r| a.eq_str(r)));
+            } else if key.eq_str("sub") {
+                sub = text();
+            } else if key.eq_str("scope") {
+                scope = text();
+            }
+        }
+        let Some(route) = route else {
+            return json(403, r#"{"error":"unknown_audience"}"#.into());
+        };
+        // Built by hand to keep `auth-router`'s field order (serde_json would sort the keys).
+        let mut body = format!(r#"{{"upstream":{},"set":{{"#, serde_json::Value::from(route));
+        for (i, (k, v)) in [("x-jwt-sub", sub), ("x-jwt-scope", scope)]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .enumerate()
+        {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(&format!(
+                "{}:{}",
+                serde_json::Value::from(k),
+                serde_json::Value::from(v)
+            ));
+        }
+        body.push_str("}}");
+        json(200, body.into())
+    }
+
+    fn kv(&self, method: &Method, key: &str, body: Bytes) -> Response<Full<Bytes>> {
+        match *method {
+            Method::GET => {
+                let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+                match store.get(key) {
+                    Some(value) => respond(200, "application/json", value.clone()),
+                    None => json(404, r#"{"error":"not_found"}"#.into()),
+                }
+            }
+            Method::PUT => {
+                let mut store = self.store.write().unwrap_or_else(|e| e.into_inner());
+                store.insert(key.to_string(), body);
+                respond(204, "application/json", Bytes::new())
+            }
+            _ => json(405, r#"{"error":"method_not_allowed"}"#.into()),
+        }
+    }
+}
+
+fn echo(body: &[u8]) -> Response<Full<Bytes>> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(value) => json(200, serde_json::to_vec(&value).unwrap_or_default().into()),
+        Err(e) => json(
+            400,
+            format!(r#"{{"error":"invalid_json","line":{},"column":{}}}"#, e.line(), e.column())
+                .into(),
+        ),
+    }
+}
+
+fn json(status: u16, body: Bytes) -> Response<Full<Bytes>> {
+    respond(status, "application/json", body)
+}
+
+fn respond(status: u16, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    response
+}

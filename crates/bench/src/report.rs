@@ -1,0 +1,572 @@
+//! The results of a lab run, and the report made of them: `results.json`, `report.md` with
+//! its tables and decision matrix, and the SVG charts (see [`crate::charts`]).
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::affinity::CpuPlan;
+use crate::lab::Plan;
+use crate::latency::Summary;
+use crate::load::Errors;
+use crate::runtimes::Runtime;
+use crate::workload::Workload;
+
+/// Everything one lab run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// How and where it ran.
+    pub meta: Meta,
+    /// One entry per runtime, in plan order.
+    pub runtimes: Vec<RuntimeResult>,
+}
+
+/// The report header's facts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Meta {
+    /// `quick` or `full`.
+    pub mode: String,
+    /// The command that produced it.
+    pub command: String,
+    /// When it started (an HTTP date, UTC).
+    pub date: String,
+    /// `/proc/cpuinfo`'s model name.
+    pub cpu_model: String,
+    /// CPUs the lab could use.
+    pub cpus: usize,
+    /// The kernel (`uname -sr`).
+    pub kernel: String,
+    /// Which CPUs the load and the server ran on.
+    pub pinning: String,
+    /// Keep-alive connections.
+    pub connections: usize,
+    /// Warm-up and recorded seconds of each fixed-rate run.
+    pub warmup_s: f64,
+    /// Recorded seconds of each fixed-rate run.
+    pub duration_s: f64,
+    /// The p99 bounds of the saturation search, light and heavy workloads, in µs.
+    pub bounds_us: (f64, f64),
+}
+
+impl Meta {
+    /// The facts of this machine and `plan`.
+    pub fn collect(plan: &Plan, cpus: &CpuPlan) -> Self {
+        let cpu_model = fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let uname = rustix::system::uname();
+        Self {
+            mode: plan.mode.clone(),
+            command: plan.command.clone(),
+            date: httpdate::fmt_http_date(std::time::SystemTime::now()),
+            cpu_model,
+            cpus: crate::affinity::available_cpus().map_or(0, |c| c.len()),
+            kernel: format!(
+                "{} {}",
+                uname.sysname().to_string_lossy(),
+                uname.release().to_string_lossy()
+            ),
+            pinning: cpus.describe(),
+            connections: plan.connections,
+            warmup_s: plan.warmup.as_secs_f64(),
+            duration_s: plan.duration.as_secs_f64(),
+            bounds_us: (plan.bound.as_secs_f64() * 1e6, plan.heavy_bound.as_secs_f64() * 1e6),
+        }
+    }
+}
+
+/// One runtime's results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuntimeResult {
+    /// Which runtime.
+    pub runtime: Runtime,
+    /// Its version, when it could be started.
+    pub version: Option<String>,
+    /// Why it did not run at all (not installed).
+    pub missing: Option<String>,
+    /// Why it stopped part way (it did not start, or crashed).
+    pub failed: Option<String>,
+    /// Start-up times.
+    pub cold_start: Vec<ColdStart>,
+    /// Resident memory after start, MiB.
+    pub idle_rss_mb: Option<f64>,
+    /// Whether each workload was answered correctly (a wrong answer is not measured).
+    pub checks: Vec<Check>,
+    /// Fixed-rate runs.
+    pub runs: Vec<Run>,
+    /// Saturation searches.
+    pub saturation: Vec<Saturation>,
+    /// The same endpoint measured by the lab and by wrk, when asked for.
+    pub cross_check: Option<CrossCheck>,
+}
+
+/// The lab and an outside tool (wrk) on one endpoint at one rate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CrossCheck {
+    /// The endpoint.
+    pub url: String,
+    /// Requests per second (what wrk reached; the lab ran at the same).
+    pub rate: f64,
+    /// Connections, both tools.
+    pub connections: usize,
+    /// The lab's corrected p50, µs.
+    pub lab_p50: f64,
+    /// The lab's corrected p99, µs.
+    pub lab_p99: f64,
+    /// wrk's p50, µs.
+    pub wrk_p50: f64,
+    /// wrk's p99, µs.
+    pub wrk_p99: f64,
+}
+
+impl CrossCheck {
+    /// How far the lab is from wrk at p50 and p99, as fractions of wrk's figure.
+    pub fn differences(&self) -> (f64, f64) {
+        ((self.lab_p50 - self.wrk_p50) / self.wrk_p50, (self.lab_p99 - self.wrk_p99) / self.wrk_p99)
+    }
+}
+
+impl RuntimeResult {
+    /// A runtime that is not installed.
+    pub fn missing(runtime: Runtime, why: String) -> Self {
+        Self {
+            runtime,
+            version: None,
+            missing: Some(why),
+            failed: None,
+            cold_start: Vec::new(),
+            idle_rss_mb: None,
+            checks: Vec::new(),
+            runs: Vec::new(),
+            saturation: Vec::new(),
+            cross_check: None,
+        }
+    }
+
+    /// A runtime that failed part way.
+    pub fn failed(runtime: Runtime, version: String, why: String) -> Self {
+        Self {
+            version: Some(version),
+            missing: None,
+            failed: Some(why),
+            ..Self::missing(runtime, String::new())
+        }
+    }
+
+    fn run(&self, workload: Workload, rate: f64) -> Option<&Run> {
+        self.runs.iter().find(|r| r.workload == workload && r.rate == rate)
+    }
+
+    fn saturation_of(&self, workload: Workload) -> Option<&Saturation> {
+        self.saturation.iter().find(|s| s.workload == workload)
+    }
+}
+
+/// One start-up time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ColdStart {
+    /// Which start.
+    pub what: String,
+    /// From spawning the process to the first correct answer, ms.
+    pub ms: f64,
+}
+
+/// Whether a workload was answered correctly.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    /// The workload.
+    pub workload: Workload,
+    /// Correct.
+    pub ok: bool,
+    /// What was wrong.
+    pub detail: String,
+}
+
+/// One fixed-rate run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    /// The workload.
+    pub workload: Workload,
+    /// The rate asked for, requests per second.
+    pub rate: f64,
+    /// Correct answers per second over the recorded part.
+    pub achieved_rate: f64,
+    /// Latency from the time each request was due (coordinated omission corrected), µs.
+    pub latency: Summary,
+    /// p99 from the time each request was sent, µs: what a closed-loop tool would report.
+    pub uncorrected_p99: f64,
+    /// Correct answers recorded.
+    pub ok: u64,
+    /// Failures recorded.
+    pub errors: Errors,
+    /// Server CPU time (user + system, all threads) per request sent, µs.
+    pub cpu_us_per_request: Option<f64>,
+    /// The server's peak resident memory during the run, MiB.
+    pub peak_rss_mb: f64,
+    /// Its resident memory before the run, MiB.
+    pub rss_before_mb: f64,
+    /// The most requests outstanding at once.
+    pub max_in_flight: usize,
+    /// (peak − before) / max in flight, KiB: memory per concurrent request. For edgegate that
+    /// is memory per live instance.
+    pub memory_per_in_flight_kb: Option<f64>,
+    /// Whether the load generator kept its schedule (see [`crate::load::LoadResult::kept_schedule`]).
+    pub kept_schedule: bool,
+    /// The generator's own p99 lateness, µs.
+    pub dispatch_p99_us: f64,
+    /// How long the run took, s.
+    pub wall_s: f64,
+}
+
+/// One saturation search.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Saturation {
+    /// The workload.
+    pub workload: Workload,
+    /// The p99 bound, µs.
+    pub bound_us: f64,
+    /// The highest rate that kept p99 under the bound with no errors; `None` if none did.
+    pub rate: Option<f64>,
+    /// Whether the load generator, not the server, was the limit at a failing probe.
+    pub limited_by_load: bool,
+    /// Every probe, in order.
+    pub probes: Vec<Probe>,
+}
+
+impl Saturation {
+    /// The rate as a table cell.
+    pub fn describe(&self) -> String {
+        match self.rate {
+            Some(rate) if self.limited_by_load => {
+                format!("≥ {rate:.0} rps (load generator's limit)")
+            }
+            Some(rate) => format!("{rate:.0} rps"),
+            None => format!("none: p99 over {:.0} µs at every rate tried", self.bound_us),
+        }
+    }
+}
+
+/// One probe of a saturation search.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Probe {
+    /// Requests per second.
+    pub rate: f64,
+    /// Corrected p99, µs.
+    pub p99_us: f64,
+    /// Failures.
+    pub errors: u64,
+    /// Under the bound with no errors.
+    pub pass: bool,
+    /// Whether the generator kept its schedule.
+    pub kept_schedule: bool,
+}
+
+impl Results {
+    /// Writes `results.json`, `report.md` and the charts into `dir`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        fs::create_dir_all(dir)?;
+        fs::write(dir.join("results.json"), serde_json::to_string_pretty(self)?)?;
+        let charts = crate::charts::write_all(self, dir)?;
+        fs::write(dir.join("report.md"), self.markdown(&charts))?;
+        Ok(())
+    }
+
+    fn ran(&self) -> impl Iterator<Item = &RuntimeResult> {
+        self.runtimes.iter().filter(|r| r.missing.is_none())
+    }
+
+    fn result(&self, runtime: Runtime) -> Option<&RuntimeResult> {
+        self.ran().find(|r| r.runtime == runtime && !r.runs.is_empty())
+    }
+
+    /// The workloads that were run by anyone, in report order.
+    pub fn workloads(&self) -> Vec<Workload> {
+        Workload::ALL
+            .into_iter()
+            .filter(|w| self.ran().any(|r| r.runs.iter().any(|run| run.workload == *w)))
+            .collect()
+    }
+
+    /// The rates `workload` ran at, ascending.
+    pub fn rates(&self, workload: Workload) -> Vec<f64> {
+        let mut rates: Vec<f64> = self
+            .ran()
+            .flat_map(|r| r.runs.iter())
+            .filter(|r| r.workload == workload)
+            .map(|r| r.rate)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates.dedup();
+        rates
+    }
+
+    /// The runtimes that produced runs.
+    pub fn measured(&self) -> impl Iterator<Item = &RuntimeResult> {
+        self.ran().filter(|r| !r.runs.is_empty())
+    }
+
+    /// `report.md`.
+    pub fn markdown(&self, charts: &[String]) -> String {
+        let m = &self.meta;
+        let mut out = String::new();
+        let w = &mut out;
+        let _ = writeln!(w, "# edgegate benchmark lab: {} mode\n", m.mode);
+        let _ = writeln!(w, "- command: `{}`", m.command);
+        let _ = writeln!(w, "- date: {}", m.date);
+        let _ =
+            writeln!(w, "- CPU: {} ({} CPUs available), kernel {}", m.cpu_model, m.cpus, m.kernel);
+        let _ = writeln!(w, "- pinning: {}", m.pinning);
+        let _ = writeln!(
+            w,
+            "- load: open loop at a constant rate, {} keep-alive connections, {:.1} s warm-up then {:.1} s recorded per run; latency from each request's due time (coordinated omission corrected)",
+            m.connections, m.warmup_s, m.duration_s
+        );
+        let _ = writeln!(
+            w,
+            "- saturation: the highest rate whose p99 stays under {:.0} µs ({:.0} ms for image-resize and mixed) with no errors\n",
+            m.bounds_us.0,
+            m.bounds_us.1 / 1000.0
+        );
+        let _ = writeln!(w, "## Runtimes\n");
+        let _ = writeln!(w, "| runtime | version | status |\n|---|---|---|");
+        for r in &self.runtimes {
+            let status = match (&r.missing, &r.failed) {
+                (Some(why), _) => format!("**missing**: {why}"),
+                (_, Some(why)) => format!("**failed**: {why}"),
+                _ => {
+                    let wrong: Vec<_> = r
+                        .checks
+                        .iter()
+                        .filter(|c| !c.ok)
+                        .map(|c| format!("{} wrong ({})", c.workload.name(), c.detail))
+                        .collect();
+                    if wrong.is_empty() {
+                        "ran; every answer checked correct".into()
+                    } else {
+                        format!("ran; {}", wrong.join("; "))
+                    }
+                }
+            };
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} |",
+                r.runtime.name(),
+                r.version.as_deref().unwrap_or("–"),
+                status.replace('|', "\\|")
+            );
+        }
+        for workload in self.workloads() {
+            let _ = writeln!(w, "\n## {}\n", workload.name());
+            let _ = writeln!(
+                w,
+                "| runtime | rate | achieved | p50 µs | p95 µs | p99 µs | p99.9 µs | max µs | stddev µs | errors | CPU µs/req | peak RSS MiB |"
+            );
+            let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+            for rate in self.rates(workload) {
+                for r in self.measured() {
+                    let Some(run) = r.run(workload, rate) else { continue };
+                    let l = &run.latency;
+                    let flag = if run.kept_schedule { "" } else { " ⚠" };
+                    let _ = writeln!(
+                        w,
+                        "| {} | {rate:.0} | {:.0}{flag} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {:.1} |",
+                        r.runtime.name(),
+                        run.achieved_rate,
+                        l.p50,
+                        l.p95,
+                        l.p99,
+                        l.p999,
+                        l.max,
+                        l.stddev,
+                        run.errors.total(),
+                        run.cpu_us_per_request.map_or("–".into(), |c| format!("{c:.1}")),
+                        run.peak_rss_mb,
+                    );
+                }
+            }
+            let sats: Vec<_> = self
+                .measured()
+                .filter_map(|r| Some((r.runtime, r.saturation_of(workload)?)))
+                .collect();
+            if !sats.is_empty() {
+                let _ = writeln!(
+                    w,
+                    "\nSaturation (p99 < {:.0} µs): {}",
+                    sats[0].1.bound_us,
+                    sats.iter()
+                        .map(|(rt, s)| format!("{} {}", rt.name(), s.describe()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        if self.measured().any(|r| r.runs.iter().any(|run| !run.kept_schedule)) {
+            let _ = writeln!(
+                w,
+                "\n⚠: the load generator fell behind its schedule (p99 lateness over 200 µs): at that rate the generator, not only the server, was the limit."
+            );
+        }
+        let _ = writeln!(
+            w,
+            "\n## Cold start\n\nFrom spawning the process to its first correct answer (the second start of each, files in the page cache).\n"
+        );
+        let _ = writeln!(w, "| runtime | start | ms |\n|---|---|---|");
+        for r in self.measured() {
+            for c in &r.cold_start {
+                let _ = writeln!(w, "| {} | {} | {:.1} |", r.runtime.name(), c.what, c.ms);
+            }
+        }
+        let _ = writeln!(
+            w,
+            "\n## Memory\n\n| runtime | idle RSS MiB | workload | rate | peak RSS MiB | max in flight | KiB per request in flight |\n|---|---|---|---|---|---|---|"
+        );
+        for r in self.measured() {
+            for run in &r.runs {
+                if Some(run.rate) != self.rates(run.workload).last().copied() {
+                    continue;
+                }
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} | {:.0} | {:.1} | {} | {} |",
+                    r.runtime.name(),
+                    r.idle_rss_mb.map_or("–".into(), |m| format!("{m:.1}")),
+                    run.workload.name(),
+                    run.rate,
+                    run.peak_rss_mb,
+                    run.max_in_flight,
+                    run.memory_per_in_flight_kb.map_or("–".into(), |k| format!("{k:.0}"))
+                );
+            }
+        }
+        let _ = writeln!(
+            w,
+            "\nFor edgegate, a request in flight is a live Wasm instance: the last column is memory per concurrent instance (peak RSS growth over the most instances alive at once)."
+        );
+        let _ =
+            writeln!(w, "\n## Decision matrix: Wasm (edgegate) against V8 (Node.js, workerd)\n");
+        self.decision_matrix(w);
+        if !charts.is_empty() {
+            let _ = writeln!(w, "\n## Charts\n");
+            for chart in charts {
+                let _ = writeln!(w, "![{chart}]({chart})");
+            }
+        }
+        out
+    }
+
+    /// Rows measured here replace opinion; rows that were not measured say so.
+    fn decision_matrix(&self, w: &mut String) {
+        let edgegate = self.result(Runtime::Edgegate);
+        let v8: Vec<&RuntimeResult> =
+            [Runtime::Node, Runtime::Workerd].into_iter().filter_map(|r| self.result(r)).collect();
+        let _ = writeln!(
+            w,
+            "| question | edgegate | best V8 | verdict | source |\n|---|---|---|---|---|"
+        );
+        let Some(edgegate) = edgegate else {
+            let _ = writeln!(w, "| (edgegate did not run: nothing to compare) | | | | |");
+            return;
+        };
+        // The lower of two figures wins; `None` where either side is missing.
+        let row = |w: &mut String,
+                   question: &str,
+                   ours: Option<f64>,
+                   theirs: Option<(f64, Runtime)>,
+                   unit: &str,
+                   lower_wins: bool| {
+            let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} {unit}"));
+            let verdict = match (ours, theirs) {
+                (Some(a), Some((b, _))) if b > 0.0 && a > 0.0 => {
+                    let ratio = a / b;
+                    let better = if lower_wins { ratio < 1.0 } else { ratio > 1.0 };
+                    format!("{} ({ratio:.2}×)", if better { "Wasm" } else { "V8" })
+                }
+                _ => "not measured".into(),
+            };
+            let theirs_cell =
+                theirs.map_or("–".into(), |(v, rt)| format!("{v:.1} {unit} ({})", rt.name()));
+            let _ = writeln!(
+                w,
+                "| {question} | {} | {theirs_cell} | {verdict} | measured |",
+                cell(ours)
+            );
+        };
+        let best = |f: &dyn Fn(&RuntimeResult) -> Option<f64>,
+                    lower_wins: bool|
+         -> Option<(f64, Runtime)> {
+            v8.iter()
+                .filter_map(|r| Some((f(r)?, r.runtime)))
+                .min_by(|a, b| if lower_wins { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) })
+        };
+        for workload in self.workloads() {
+            let Some(&rate) = self.rates(workload).first() else { continue };
+            let p99 = move |r: &RuntimeResult| r.run(workload, rate).map(|run| run.latency.p99);
+            row(
+                w,
+                &format!("p99 latency, {} at {rate:.0} rps", workload.name()),
+                p99(edgegate),
+                best(&p99, true),
+                "µs",
+                true,
+            );
+            let cpu = move |r: &RuntimeResult| {
+                r.run(workload, rate).and_then(|run| run.cpu_us_per_request)
+            };
+            row(
+                w,
+                &format!("server CPU per request, {}", workload.name()),
+                cpu(edgegate),
+                best(&cpu, true),
+                "µs",
+                true,
+            );
+            let sat = move |r: &RuntimeResult| r.saturation_of(workload).and_then(|s| s.rate);
+            if edgegate.saturation_of(workload).is_some() {
+                row(
+                    w,
+                    &format!("saturation rate, {}", workload.name()),
+                    sat(edgegate),
+                    best(&sat, false),
+                    "rps",
+                    false,
+                );
+            }
+        }
+        let start = |r: &RuntimeResult| {
+            r.cold_start
+                .iter()
+                .find(|c| c.what == "start" || c.what == "start, modules cached")
+                .map(|c| c.ms)
+        };
+        row(
+            w,
+            "cold start, process to first answer",
+            start(edgegate),
+            best(&start, true),
+            "ms",
+            true,
+        );
+        let idle = |r: &RuntimeResult| r.idle_rss_mb;
+        row(w, "resident memory after start", idle(edgegate), best(&idle, true), "MiB", true);
+        let _ = writeln!(
+            w,
+            "| isolation between requests | a fresh instance per request | an isolate reused across requests | Wasm | design (docs/architecture.md), not measured |"
+        );
+        let _ = writeln!(
+            w,
+            "| garbage-collection pauses | none (no GC; a bump arena dropped with the instance) | V8's GC | Wasm | design, not measured |"
+        );
+        let _ = writeln!(
+            w,
+            "| worker languages and libraries | Rust (no_std guest) | JavaScript and npm | V8 | opinion, not measured |"
+        );
+    }
+}

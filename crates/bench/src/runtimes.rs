@@ -1,0 +1,461 @@
+//! The runtimes under test, and how the lab starts, probes and stops each one.
+//!
+//! | runtime | what runs | installed by |
+//! |---|---|---|
+//! | `edgegate` | `edgegate serve` with the bundled workers | this build |
+//! | `node` | `node bench/node/server.mjs` (node:http, node:crypto, sharp) | `bench/node/install` |
+//! | `workerd` | `workerd serve` of `bench/node/worker.mjs` (jpeg-js for the image) | `bench/node/install` |
+//! | `native` | `edgegate bench-native`: the same logic on plain hyper, no Wasm | this build |
+//!
+//! A runtime that is not installed is reported missing, with the reason, and the rest run.
+
+use std::ffi::OsString;
+use std::fs;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::affinity::CpuPlan;
+use crate::load::{RequestTemplate, request_once};
+use crate::workload::{Fixtures, SECRET};
+
+/// The environment variable each comparator reads the HS256 secret from.
+pub const SECRET_ENV: &str = "EDGEGATE_BENCH_SECRET";
+
+/// A runtime under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// edgegate: Rust workers in Wasm, a fresh instance per request.
+    Edgegate,
+    /// Node.js (V8), the machine's `node`.
+    Node,
+    /// workerd, Cloudflare's V8 isolate runtime.
+    Workerd,
+    /// The same logic as native Rust on hyper, no Wasm.
+    Native,
+}
+
+impl Runtime {
+    /// All of them, in report order.
+    pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
+
+    /// The name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Edgegate => "edgegate",
+            Self::Node => "node",
+            Self::Workerd => "workerd",
+            Self::Native => "native",
+        }
+    }
+
+    /// The runtime named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+/// Where things are.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    /// The `edgegate` binary (for `serve` and `bench-native`).
+    pub edgegate: PathBuf,
+    /// `bench/node` of the repository: the JS comparators and their `node_modules`.
+    pub node_dir: PathBuf,
+    /// A scratch directory for configurations, data, caches and logs.
+    pub work: PathBuf,
+}
+
+/// A runtime ready to start: its command, with `{port}` where the port goes.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Which runtime.
+    pub runtime: Runtime,
+    /// What it reports as its version.
+    pub version: String,
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(String, OsString)>,
+    log: PathBuf,
+}
+
+/// The edgegate configuration of the lab: the bench workers, the policy the other runtimes
+/// apply too, and `echo-json` read from a file so that a new version can be deployed.
+const EDGEGATE_CONFIG: &str = r#"# Written by `edgegate bench`.
+[runtime]
+cache_dir = "cache"
+
+[workers.echo-json]
+module = "modules/echo-json.wasm"
+
+[[routes]]
+path = "/echo"
+methods = ["POST"]
+worker = "echo-json"
+
+[workers.auth-router]
+module = "builtin:auth-router"
+upstreams = ["service-a", "service-b"]
+
+[workers.auth-router.config]
+claim_headers = "sub:x-jwt-sub,scope:x-jwt-scope"
+dry_run = "true"
+
+[workers.auth-router.jwt]
+issuer = "edgegate-bench"
+required_claims = ["exp", "sub"]
+
+[[workers.auth-router.jwt.keys]]
+kid = "bench"
+alg = "HS256"
+secret_env = "EDGEGATE_BENCH_SECRET"
+
+[[routes]]
+prefix = "/auth/"
+worker = "auth-router"
+
+[upstreams.service-a]
+url = "builtin:demo-origin"
+
+[upstreams.service-b]
+url = "builtin:demo-origin"
+
+[kv.bench]
+backend = "memory"
+seed = "profiles.ndjson"
+
+[workers.kv-lookup]
+module = "builtin:kv-lookup"
+kv = ["bench"]
+
+[workers.kv-lookup.config]
+namespace = "bench"
+content_type = "application/json"
+
+[[routes]]
+prefix = "/kv/"
+methods = ["GET", "PUT"]
+worker = "kv-lookup"
+
+[workers.image-resize]
+module = "builtin:image-resize"
+
+[workers.image-resize.limits]
+memory = "32MiB"
+cpu = "250ms"
+request_body = "8MiB"
+
+[[routes]]
+path = "/resize"
+methods = ["POST"]
+worker = "image-resize"
+"#;
+
+impl Environment {
+    /// Writes what `runtime` needs into the work directory, or says why it cannot run.
+    pub fn prepare(&self, runtime: Runtime, fixtures: &Fixtures) -> Result<Prepared, String> {
+        let dir = self.work.join(runtime.name());
+        fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let write = |name: &str, data: &[u8]| {
+            fs::write(dir.join(name), data).map_err(|e| format!("writing {name}: {e}"))
+        };
+        let log = self.work.join(format!("{}.log", runtime.name()));
+        let env = vec![(SECRET_ENV.to_string(), OsString::from(SECRET))];
+        let edgegate_version = format!("edgegate {}", env!("CARGO_PKG_VERSION"));
+        match runtime {
+            Runtime::Edgegate => {
+                write("edgegate.toml", EDGEGATE_CONFIG.as_bytes())?;
+                write("profiles.ndjson", fixtures.profiles_ndjson().as_bytes())?;
+                self.deploy_echo_json(0)?;
+                let config = dir.join("edgegate.toml");
+                Ok(Prepared {
+                    runtime,
+                    version: edgegate_version,
+                    program: self.edgegate.clone(),
+                    args: args(&[
+                        "serve".as_ref(),
+                        "--config".as_ref(),
+                        config.as_os_str(),
+                        "--listen".as_ref(),
+                        "127.0.0.1:{port}".as_ref(),
+                        "--admin".as_ref(),
+                        "127.0.0.1:0".as_ref(),
+                    ]),
+                    env: vec![
+                        (SECRET_ENV.into(), SECRET.into()),
+                        ("EDGEGATE_LOG".into(), "warn".into()),
+                    ],
+                    log,
+                })
+            }
+            Runtime::Native => {
+                write("profiles.ndjson", fixtures.profiles_ndjson().as_bytes())?;
+                let profiles = dir.join("profiles.ndjson");
+                Ok(Prepared {
+                    runtime,
+                    version: format!("{edgegate_version} bench-native (hyper, no Wasm)"),
+                    program: self.edgegate.clone(),
+                    args: args(&[
+                        "bench-native".as_ref(),
+                        "--listen".as_ref(),
+                        "127.0.0.1:{port}".as_ref(),
+                        "--profiles".as_ref(),
+                        profiles.as_os_str(),
+                    ]),
+                    env,
+                    log,
+                })
+            }
+            Runtime::Node => {
+                let node = version_of("node", &["--version"])
+                    .ok_or("`node` is not on PATH (install Node.js 20 or later)")?;
+                let sharp = package_version(&self.node_dir, "sharp").ok_or_else(|| {
+                    format!("sharp is not installed: run {}/install", self.node_dir.display())
+                })?;
+                write("profiles.json", fixtures.profiles_json().as_bytes())?;
+                let mut env = env;
+                env.push(("EDGEGATE_BENCH_PORT".into(), "{port}".into()));
+                env.push(("EDGEGATE_BENCH_PROFILES".into(), dir.join("profiles.json").into()));
+                Ok(Prepared {
+                    runtime,
+                    version: format!("node {node}, sharp {sharp}"),
+                    program: "node".into(),
+                    args: vec![self.node_dir.join("server.mjs").into()],
+                    env,
+                    log,
+                })
+            }
+            Runtime::Workerd => {
+                let binary = workerd_binary(&self.node_dir).ok_or_else(|| {
+                    format!("workerd is not installed: run {}/install", self.node_dir.display())
+                })?;
+                let version = version_of(&binary, &["--version"])
+                    .ok_or_else(|| format!("{} --version failed", binary.display()))?;
+                if version_of("node", &["--version"]).is_none() {
+                    // Not needed to run workerd, but the worker's sources came with npm.
+                    return Err("`node` is not on PATH".into());
+                }
+                for file in ["workerd.capnp", "worker.mjs", "workloads.mjs", "resize-js.mjs"] {
+                    copy(&self.node_dir.join(file), &dir.join(file))?;
+                }
+                let jpeg = self.node_dir.join("node_modules/jpeg-js/lib");
+                copy(&jpeg.join("decoder.js"), &dir.join("jpeg-decoder.js"))?;
+                copy(&jpeg.join("encoder.js"), &dir.join("jpeg-encoder.js"))?;
+                write("profiles.json", fixtures.profiles_json().as_bytes())?;
+                let config = dir.join("workerd.capnp");
+                Ok(Prepared {
+                    runtime,
+                    version,
+                    program: binary,
+                    args: args(&[
+                        "serve".as_ref(),
+                        config.as_os_str(),
+                        "--socket-addr".as_ref(),
+                        "http=127.0.0.1:{port}".as_ref(),
+                    ]),
+                    env,
+                    log,
+                })
+            }
+        }
+    }
+
+    /// Writes version `n` of the `echo-json` module that the lab's edgegate serves: the same
+    /// code with a custom section naming the version, so it is a new module to the cache.
+    pub fn deploy_echo_json(&self, n: u32) -> Result<(), String> {
+        let dir = self.work.join("edgegate/modules");
+        fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let mut wasm = edgegate_guests::ECHO_JSON.to_vec();
+        append_custom_section(&mut wasm, "edgegate-bench-version", n.to_string().as_bytes());
+        fs::write(dir.join("echo-json.wasm"), wasm)
+            .map_err(|e| format!("writing echo-json.wasm: {e}"))
+    }
+
+    /// Empties edgegate's module cache, so its next start compiles every module.
+    pub fn clear_module_cache(&self) -> std::io::Result<()> {
+        match fs::remove_dir_all(self.work.join("edgegate/cache")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn args(parts: &[&std::ffi::OsStr]) -> Vec<OsString> {
+    parts.iter().map(|p| p.to_os_string()).collect()
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    fs::copy(from, to).map(drop).map_err(|e| format!("copying {}: {e}", from.display()))
+}
+
+/// A custom section (id 0: name, then payload) at the end of a module.
+fn append_custom_section(wasm: &mut Vec<u8>, name: &str, payload: &[u8]) {
+    fn leb128(out: &mut Vec<u8>, mut n: usize) {
+        loop {
+            let byte = (n & 0x7F) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(&mut body, name.len());
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    wasm.push(0);
+    leb128(wasm, body.len());
+    wasm.extend_from_slice(&body);
+}
+
+fn version_of(program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).stderr(Stdio::null()).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn package_version(node_dir: &Path, package: &str) -> Option<String> {
+    let text = fs::read_to_string(node_dir.join("node_modules").join(package).join("package.json"))
+        .ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json["version"].as_str().map(String::from)
+}
+
+/// The workerd binary npm installed for this platform.
+fn workerd_binary(node_dir: &Path) -> Option<PathBuf> {
+    let scope = node_dir.join("node_modules/@cloudflare");
+    fs::read_dir(scope)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("workerd-"))
+        .map(|e| e.path().join("bin/workerd"))
+        .find(|p| p.is_file())
+}
+
+/// A free loopback port (bound and released: another process could take it in between,
+/// which the lab reports as a failed start).
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A started runtime. Stopped (SIGTERM, then SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// From spawning the process to its first correct answer.
+    pub started_in: Duration,
+}
+
+impl Server {
+    /// The process id, for `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the process and waits for it.
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+impl Prepared {
+    /// Starts the runtime on the server CPUs and waits until `probe` gets a 200 (the time
+    /// that takes is its start time), for at most `timeout`.
+    pub fn start(
+        &self,
+        cpus: &CpuPlan,
+        probe: &RequestTemplate,
+        timeout: Duration,
+    ) -> anyhow::Result<Server> {
+        let port = free_port()?.to_string();
+        let fill = |s: &OsString| OsString::from(s.to_string_lossy().replace("{port}", &port));
+        let log = fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
+        let mut command = Command::new(&self.program);
+        command
+            .args(self.args.iter().map(fill))
+            .envs(self.env.iter().map(|(k, v)| (k, fill(v))))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        let started = Instant::now();
+        let child = cpus
+            .spawn_server(&mut command)
+            .with_context(|| format!("starting {}", self.program.display()))?;
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let mut server = Server { child, addr, started_in: Duration::ZERO };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        loop {
+            if let Ok((200, _)) = runtime.block_on(request_once(addr, probe)) {
+                server.started_in = started.elapsed();
+                return Ok(server);
+            }
+            if let Some(status) = server.child.try_wait()? {
+                anyhow::bail!(
+                    "{} exited ({status}) before answering; see {}",
+                    self.runtime.name(),
+                    self.log.display()
+                );
+            }
+            if started.elapsed() > timeout {
+                anyhow::bail!(
+                    "{} did not answer within {timeout:?}; see {}",
+                    self.runtime.name(),
+                    self.log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_custom_section_changes_the_module_but_not_its_code() {
+        let mut wasm = wat_empty();
+        let before = wasm.len();
+        append_custom_section(&mut wasm, "edgegate-bench-version", b"7");
+        assert_eq!(&wasm[before..before + 2], &[0, 24]);
+        assert_eq!(&wasm[before + 2..before + 3], &[22]);
+        assert_eq!(&wasm[wasm.len() - 1..], b"7");
+    }
+
+    fn wat_empty() -> Vec<u8> {
+        b"\0asm\x01\0\0\0".to_vec()
+    }
+}

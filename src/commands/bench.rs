@@ -1,0 +1,176 @@
+//! `edgegate bench` (the benchmark lab) and `edgegate bench-native` (the native comparator
+//! it starts).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use edgegate_bench::affinity::{CpuPlan, available_cpus};
+use edgegate_bench::lab::{self, Plan};
+use edgegate_bench::runtimes::{Environment, Runtime, SECRET_ENV};
+use edgegate_bench::workload::{self, Workload};
+
+/// Run the benchmark lab: edgegate against Node.js, workerd and native Rust.
+#[derive(Debug, clap::Args)]
+pub struct BenchCommand {
+    /// The full plan (3 rates, 10 s runs, a saturation search per workload; about half an
+    /// hour). Without it, the quick plan (under two minutes).
+    #[arg(long)]
+    full: bool,
+    /// Where report.md, results.json and the SVG charts go.
+    #[arg(long, short = 'o', value_name = "DIR", default_value = "bench-report")]
+    out: PathBuf,
+    /// Runtimes to run, comma-separated: edgegate, node, workerd, native.
+    #[arg(long, value_delimiter = ',', value_parser = parse_runtime)]
+    runtimes: Vec<Runtime>,
+    /// Workloads to run, comma-separated: static-json, auth-check, db-lookup, image-resize,
+    /// mixed.
+    #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
+    workloads: Vec<Workload>,
+    /// Fixed rates of the light workloads, requests per second (default 2000 quick;
+    /// 2000,5000,10000 full).
+    #[arg(long, value_delimiter = ',')]
+    rates: Vec<f64>,
+    /// Fixed rates of image-resize and mixed (default 20 quick; 20,50,100 full).
+    #[arg(long, value_delimiter = ',')]
+    heavy_rates: Vec<f64>,
+    /// Recorded time per fixed-rate run (e.g. 10s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Warm-up before each run, not recorded.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    warmup: Option<Duration>,
+    /// Keep-alive connections.
+    #[arg(long)]
+    connections: Option<usize>,
+    /// Skip the saturation search.
+    #[arg(long)]
+    no_saturation: bool,
+    /// Do not pin the load generator and the server to separate CPUs.
+    #[arg(long)]
+    no_pin: bool,
+    /// The JS comparators' directory (default: bench/node here, else in the source tree).
+    #[arg(long, value_name = "DIR")]
+    node_dir: Option<PathBuf>,
+    /// Also measure GET /kv/user:1 of each runtime with wrk (an outside load tool; Debian:
+    /// `apt-get install wrk`) at about the first rate, and report how far the lab is from it.
+    #[arg(long, value_name = "WRK", num_args = 0..=1, default_missing_value = "wrk")]
+    cross_check: Option<PathBuf>,
+    /// Write the image-resize test picture (a 1600×1200 JPEG) to FILE and exit.
+    #[arg(long, value_name = "FILE")]
+    write_image: Option<PathBuf>,
+}
+
+fn parse_runtime(name: &str) -> Result<Runtime, String> {
+    Runtime::from_name(name).ok_or_else(|| format!("unknown runtime {name:?}"))
+}
+
+fn parse_workload(name: &str) -> Result<Workload, String> {
+    Workload::from_name(name).ok_or_else(|| format!("unknown workload {name:?}"))
+}
+
+impl BenchCommand {
+    /// Runs the plan and writes the report.
+    pub fn execute(self) -> anyhow::Result<()> {
+        if let Some(file) = &self.write_image {
+            std::fs::write(file, workload::sample_jpeg())
+                .with_context(|| format!("writing {}", file.display()))?;
+            println!("wrote {} (a 1600×1200 JPEG)", file.display());
+            return Ok(());
+        }
+        let mut plan = if self.full { Plan::full() } else { Plan::quick() };
+        plan.command = std::env::args().collect::<Vec<_>>().join(" ");
+        if !self.runtimes.is_empty() {
+            plan.runtimes = self.runtimes.clone();
+        }
+        if !self.workloads.is_empty() {
+            plan.workloads = self.workloads.clone();
+        }
+        if !self.rates.is_empty() {
+            plan.rates = self.rates.clone();
+        }
+        if !self.heavy_rates.is_empty() {
+            plan.heavy_rates = self.heavy_rates.clone();
+        }
+        anyhow::ensure!(
+            plan.rates.iter().chain(&plan.heavy_rates).all(|r| *r > 0.0),
+            "rates must be positive"
+        );
+        plan.duration = self.duration.unwrap_or(plan.duration);
+        plan.warmup = self.warmup.unwrap_or(plan.warmup);
+        plan.connections = self.connections.unwrap_or(plan.connections).max(1);
+        if self.no_saturation {
+            plan.saturate.clear();
+        }
+        plan.pin = !self.no_pin;
+        plan.wrk = self.cross_check.clone();
+
+        let work = self.out.join("work");
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        let env = Environment {
+            edgegate: std::env::current_exe().context("finding the edgegate binary")?,
+            node_dir: self.node_dir.clone().unwrap_or_else(default_node_dir),
+            work: work.canonicalize()?,
+        };
+        let cpus = CpuPlan::new(&available_cpus().context("reading the CPU affinity")?, plan.pin);
+        eprintln!(
+            "edgegate bench ({} mode): {}; report in {}",
+            plan.mode,
+            cpus.describe(),
+            self.out.display()
+        );
+        let results = lab::run(&plan, &env, &cpus)?;
+        results
+            .write(&self.out)
+            .with_context(|| format!("writing the report to {}", self.out.display()))?;
+        println!("{}", self.out.join("report.md").display());
+        let missing: Vec<String> = results
+            .runtimes
+            .iter()
+            .filter_map(|r| Some(format!("{} ({})", r.runtime.name(), r.missing.as_ref()?)))
+            .collect();
+        if !missing.is_empty() {
+            eprintln!("missing comparators: {}", missing.join(", "));
+        }
+        Ok(())
+    }
+}
+
+/// `bench/node` in the working directory, else the one in the source tree this binary was
+/// built from.
+fn default_node_dir() -> PathBuf {
+    let here = Path::new("bench/node");
+    if here.is_dir() {
+        return here.canonicalize().unwrap_or_else(|_| here.to_path_buf());
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/node")
+}
+
+/// The lab's native-Rust comparator: the workloads on plain hyper (started by `edgegate bench`).
+#[derive(Debug, clap::Args)]
+pub struct BenchNativeCommand {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// The db-lookup store: an NDJSON file of {"key": …, "value": …} lines.
+    #[arg(long, value_name = "FILE")]
+    profiles: PathBuf,
+}
+
+impl BenchNativeCommand {
+    /// Serves until killed.
+    pub fn execute(self) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(&self.profiles)
+            .with_context(|| format!("reading {}", self.profiles.display()))?;
+        let mut profiles = Vec::new();
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let entry: serde_json::Value = serde_json::from_str(line)
+                .with_context(|| format!("{} line {}", self.profiles.display(), n + 1))?;
+            let key = entry["key"].as_str().context("an entry without a string key")?;
+            profiles.push((key.to_string(), bytes::Bytes::from(entry["value"].to_string())));
+        }
+        let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| workload::SECRET.into());
+        edgegate_bench::native::Native::new(secret.as_bytes(), profiles).serve(self.listen)
+    }
+}

@@ -1,0 +1,144 @@
+//! `edgegate bench`, the benchmark lab, end to end: the real binary starts the real runtimes
+//! (edgegate, native Rust, and Node.js and workerd from `bench/node`), checks every answer,
+//! loads them briefly and writes the report. Timing is not asserted: only that everything
+//! ran, answered correctly, and was reported.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use edgegate_bench::workload::{IMAGE_SIZE, RESIZED, jpeg_size, sample_jpeg};
+
+use crate::support::{Gateway, get, http, post};
+
+fn node_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/node")
+}
+
+/// Whether `bench/node/install` has run. When it has not, the comparator test says so loudly;
+/// with EDGEGATE_REQUIRE_COMPARATORS=1 (as in CI) that is a failure.
+fn comparators_installed() -> bool {
+    let installed = node_dir().join("node_modules/sharp").is_dir();
+    if !installed {
+        let why = "bench/node/node_modules is missing: run bench/node/install (needs npm)";
+        assert!(std::env::var("EDGEGATE_REQUIRE_COMPARATORS").as_deref() != Ok("1"), "{why}");
+        eprintln!("!!! SKIPPED: Node.js and workerd comparators: {why}");
+    }
+    installed
+}
+
+fn bench(out: &Path, args: &[&str]) -> serde_json::Value {
+    let status = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .arg("bench")
+        .arg("--out")
+        .arg(out)
+        .args(["--duration", "300ms", "--warmup", "100ms", "--no-saturation"])
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), "edgegate bench: {status}");
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn runtime<'a>(results: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    results["runtimes"].as_array().unwrap().iter().find(|r| r["runtime"] == name).unwrap()
+}
+
+#[test]
+fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
+    let runtimes =
+        if comparators_installed() { "edgegate,native,node,workerd" } else { "edgegate,native" };
+    let out = tempfile::tempdir().unwrap();
+    let results = bench(
+        out.path(),
+        &["--runtimes", runtimes, "--rates", "200", "--heavy-rates", "4", "--connections", "4"],
+    );
+    for name in runtimes.split(',') {
+        let r = runtime(&results, name);
+        assert!(r["missing"].is_null() && r["failed"].is_null(), "{name}: {r}");
+        // Before any load, the lab checked each workload's answers: the same JSON bytes, the
+        // same 128-byte decision, the same profiles, a 640×480 JPEG.
+        let checks = r["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 5, "{name}");
+        for check in checks {
+            assert_eq!(check["ok"], true, "{name}: {check}");
+        }
+        let runs = r["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 5, "{name}");
+        for run in runs.iter().filter(|run| run["workload"] != "image-resize") {
+            assert!(run["ok"].as_u64().unwrap() > 0, "{name}: {run}");
+            assert!(run["latency"]["p99"].as_f64().unwrap() > 0.0, "{name}: {run}");
+            // CPU time comes in 10 ms ticks: a short run may read zero, never nothing.
+            assert!(run["cpu_us_per_request"].as_f64().unwrap() >= 0.0, "{name}: {run}");
+        }
+        assert!(!r["cold_start"].as_array().unwrap().is_empty(), "{name}");
+    }
+    // edgegate's extra starts: nothing compiled, all cached, one new module version.
+    assert_eq!(runtime(&results, "edgegate")["cold_start"].as_array().unwrap().len(), 3);
+
+    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    for section in ["## static-json", "## db-lookup", "## Cold start", "## Decision matrix"] {
+        assert!(report.contains(section), "{section} missing from the report");
+    }
+    for chart in ["latency-db-lookup.svg", "cdf-static-json.svg", "cpu-auth-check.svg"] {
+        let svg = std::fs::read_to_string(out.path().join(chart)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{chart}");
+        assert!(report.contains(chart), "{chart} not linked from the report");
+    }
+}
+
+#[test]
+fn missing_comparators_are_reported_and_the_rest_run() {
+    let out = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let results = bench(
+        out.path(),
+        &[
+            "--runtimes",
+            "node,workerd,native",
+            "--workloads",
+            "db-lookup",
+            "--rates",
+            "200",
+            "--node-dir",
+            empty.path().to_str().unwrap(),
+        ],
+    );
+    for name in ["node", "workerd"] {
+        let missing = runtime(&results, name)["missing"].as_str().unwrap_or_default().to_string();
+        assert!(missing.contains("install") || missing.contains("PATH"), "{name}: {missing}");
+    }
+    let native = runtime(&results, "native");
+    assert!(native["missing"].is_null());
+    assert!(native["runs"][0]["ok"].as_u64().unwrap() > 0, "{native}");
+    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(report.contains("| node |") && report.contains("**missing**"), "{report}");
+}
+
+#[test]
+fn the_demo_resizes_a_jpeg_and_refuses_what_is_not_one() {
+    let image = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["bench", "--write-image"])
+        .arg(image.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let jpeg = std::fs::read(image.path()).unwrap();
+    assert_eq!(jpeg, sample_jpeg().as_ref());
+    assert_eq!(jpeg_size(&jpeg), Some(IMAGE_SIZE));
+
+    let gw = Gateway::demo(&[]);
+    let reply = post(gw.addr, "/resize", &jpeg);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.header("content-type"), Some("image/jpeg"));
+    assert_eq!(jpeg_size(&reply.body), Some(RESIZED));
+
+    assert_eq!(post(gw.addr, "/resize", b"not a jpeg").error(), "invalid_image");
+    // Cut inside its headers (zune-jpeg fills a picture cut later with grey, as browsers do).
+    assert_eq!(post(gw.addr, "/resize", &jpeg[..120]).error(), "invalid_image");
+    assert_eq!(get(gw.addr, "/resize").status, 405);
+    // Past the worker's 8 MiB body limit: refused from Content-Length, nothing read.
+    let huge = http(gw.addr, "POST", "/resize", &[("content-length", "9437184")], b"");
+    assert_eq!((huge.status, huge.error().as_str()), (413, "body_too_large"));
+}
