@@ -417,9 +417,14 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
             good = Some(lo);
         }
         s.rate = good;
-        // When the generator itself fell behind at the failing rate, the server's limit is
-        // above what was measured.
-        s.limited_by_load = s.probes.iter().any(|p| !p.pass && !p.kept_schedule);
+        // When the generator itself fell behind at the lowest failing rate, the server's limit
+        // may be above what was measured.
+        s.limited_by_load = s
+            .probes
+            .iter()
+            .filter(|p| !p.pass)
+            .min_by(|a, b| a.rate.total_cmp(&b.rate))
+            .is_some_and(|p| !p.kept_schedule);
         Ok(s)
     }
 }
