@@ -32,7 +32,7 @@ pub struct BenchCommand {
     /// 2000,5000,10000 full).
     #[arg(long, value_delimiter = ',')]
     rates: Vec<f64>,
-    /// Fixed rates of image-resize and mixed (default 20 quick; 20,50,100 full).
+    /// Fixed rates of image-resize and mixed (default 10 quick; 5,10,20 full).
     #[arg(long, value_delimiter = ',')]
     heavy_rates: Vec<f64>,
     /// Recorded time per fixed-rate run (e.g. 10s).

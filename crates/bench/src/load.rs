@@ -127,10 +127,10 @@ impl LoadResult {
         self.max_in_flight += other.max_in_flight;
     }
 
-    /// Whether the generator kept its schedule: 99 % of requests queued within 200 µs of
+    /// Whether the generator kept its schedule: 99 % of requests queued within `slack` of
     /// their time. When it did not, the rate was the generator's limit, not the server's.
-    pub fn kept_schedule(&self) -> bool {
-        self.dispatch_lateness.quantile(0.99) <= Duration::from_micros(200)
+    pub fn kept_schedule(&self, slack: Duration) -> bool {
+        self.dispatch_lateness.quantile(0.99) <= slack
     }
 }
 
