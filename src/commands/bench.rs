@@ -153,7 +153,8 @@ pub struct BenchNativeCommand {
     /// Address to listen on.
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
-    /// The db-lookup store: an NDJSON file of {"key": …, "value": …} lines.
+    /// The db-lookup store: a KV seed file (NDJSON of {"key": …, "value": …} lines, or one
+    /// JSON object).
     #[arg(long, value_name = "FILE")]
     profiles: PathBuf,
 }
@@ -163,13 +164,11 @@ impl BenchNativeCommand {
     pub fn execute(self) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(&self.profiles)
             .with_context(|| format!("reading {}", self.profiles.display()))?;
-        let mut profiles = Vec::new();
-        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let entry: serde_json::Value = serde_json::from_str(line)
-                .with_context(|| format!("{} line {}", self.profiles.display(), n + 1))?;
-            let key = entry["key"].as_str().context("an entry without a string key")?;
-            profiles.push((key.to_string(), bytes::Bytes::from(entry["value"].to_string())));
-        }
+        // The same seed format (and parser) as edgegate's KV namespaces.
+        let profiles = edgegate_kv::parse_seed(&text)
+            .with_context(|| format!("parsing {}", self.profiles.display()))?
+            .into_iter()
+            .map(|e| (String::from_utf8_lossy(&e.key).into_owned(), bytes::Bytes::from(e.value)));
         let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| workload::SECRET.into());
         edgegate_bench::native::Native::new(secret.as_bytes(), profiles).serve(self.listen)
     }

@@ -197,9 +197,7 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
     fn measure(&mut self, prepared: &Prepared) -> anyhow::Result<RuntimeResult> {
         let runtime = prepared.runtime;
         let name = runtime.name();
-        let mut result = RuntimeResult::missing(runtime, String::new());
-        result.missing = None;
-        result.version = Some(prepared.version.clone());
+        let mut result = RuntimeResult::new(runtime, Some(prepared.version.clone()));
         let probe = &self.fixtures.requests(Workload::StaticJson)[0].0;
         let server = self.cold_starts(prepared, probe, &mut result.cold_start)?;
         for start in &result.cold_start {

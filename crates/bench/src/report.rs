@@ -135,12 +135,12 @@ impl CrossCheck {
 }
 
 impl RuntimeResult {
-    /// A runtime that is not installed.
-    pub fn missing(runtime: Runtime, why: String) -> Self {
+    /// A runtime that ran, `version`, before anything is measured.
+    pub fn new(runtime: Runtime, version: Option<String>) -> Self {
         Self {
             runtime,
-            version: None,
-            missing: Some(why),
+            version,
+            missing: None,
             failed: None,
             cold_start: Vec::new(),
             idle_rss_mb: None,
@@ -151,14 +151,14 @@ impl RuntimeResult {
         }
     }
 
+    /// A runtime that is not installed.
+    pub fn missing(runtime: Runtime, why: String) -> Self {
+        Self { missing: Some(why), ..Self::new(runtime, None) }
+    }
+
     /// A runtime that failed part way.
     pub fn failed(runtime: Runtime, version: String, why: String) -> Self {
-        Self {
-            version: Some(version),
-            missing: None,
-            failed: Some(why),
-            ..Self::missing(runtime, String::new())
-        }
+        Self { failed: Some(why), ..Self::new(runtime, Some(version)) }
     }
 
     fn run(&self, workload: Workload, rate: f64) -> Option<&Run> {
@@ -478,14 +478,18 @@ impl Results {
             let _ = writeln!(w, "| (edgegate did not run: nothing to compare) | | | | |");
             return;
         };
-        // The lower of two figures wins; `None` where either side is missing.
+        // One measured row: `metric` of edgegate against the best V8 runtime's, "best" being the
+        // lowest or the highest as `lower_wins` says; "not measured" where either is missing.
         let row = |w: &mut String,
                    question: &str,
-                   ours: Option<f64>,
-                   theirs: Option<(f64, Runtime)>,
+                   metric: &dyn Fn(&RuntimeResult) -> Option<f64>,
                    unit: &str,
                    lower_wins: bool| {
-            let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} {unit}"));
+            let ours = metric(edgegate);
+            let theirs = v8
+                .iter()
+                .filter_map(|r| Some((metric(r)?, r.runtime)))
+                .min_by(|a, b| if lower_wins { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) });
             let verdict = match (ours, theirs) {
                 (Some(a), Some((b, _))) if b > 0.0 && a > 0.0 => {
                     let ratio = a / b;
@@ -494,53 +498,22 @@ impl Results {
                 }
                 _ => "not measured".into(),
             };
-            let theirs_cell =
+            let ours = ours.map_or("–".to_string(), |v| format!("{v:.1} {unit}"));
+            let theirs =
                 theirs.map_or("–".into(), |(v, rt)| format!("{v:.1} {unit} ({})", rt.name()));
-            let _ = writeln!(
-                w,
-                "| {question} | {} | {theirs_cell} | {verdict} | measured |",
-                cell(ours)
-            );
-        };
-        let best = |f: &dyn Fn(&RuntimeResult) -> Option<f64>,
-                    lower_wins: bool|
-         -> Option<(f64, Runtime)> {
-            v8.iter()
-                .filter_map(|r| Some((f(r)?, r.runtime)))
-                .min_by(|a, b| if lower_wins { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) })
+            let _ = writeln!(w, "| {question} | {ours} | {theirs} | {verdict} | measured |");
         };
         for workload in self.workloads() {
             let Some(&rate) = self.rates(workload).first() else { continue };
-            let p99 = move |r: &RuntimeResult| r.run(workload, rate).map(|run| run.latency.p99);
-            row(
-                w,
-                &format!("p99 latency, {} at {rate:.0} rps", workload.name()),
-                p99(edgegate),
-                best(&p99, true),
-                "µs",
-                true,
-            );
-            let cpu = move |r: &RuntimeResult| {
-                r.run(workload, rate).and_then(|run| run.cpu_us_per_request)
-            };
-            row(
-                w,
-                &format!("server CPU per request, {}", workload.name()),
-                cpu(edgegate),
-                best(&cpu, true),
-                "µs",
-                true,
-            );
-            let sat = move |r: &RuntimeResult| r.saturation_of(workload).and_then(|s| s.rate);
+            let name = workload.name();
+            let p99 = |r: &RuntimeResult| r.run(workload, rate).map(|run| run.latency.p99);
+            row(w, &format!("p99 latency, {name} at {rate:.0} rps"), &p99, "µs", true);
+            let cpu =
+                |r: &RuntimeResult| r.run(workload, rate).and_then(|run| run.cpu_us_per_request);
+            row(w, &format!("server CPU per request, {name}"), &cpu, "µs", true);
             if edgegate.saturation_of(workload).is_some() {
-                row(
-                    w,
-                    &format!("saturation rate, {}", workload.name()),
-                    sat(edgegate),
-                    best(&sat, false),
-                    "rps",
-                    false,
-                );
+                let sat = |r: &RuntimeResult| r.saturation_of(workload).and_then(|s| s.rate);
+                row(w, &format!("saturation rate, {name}"), &sat, "rps", false);
             }
         }
         let start = |r: &RuntimeResult| {
@@ -549,16 +522,8 @@ impl Results {
                 .find(|c| c.what == "start" || c.what == "start, modules cached")
                 .map(|c| c.ms)
         };
-        row(
-            w,
-            "cold start, process to first answer",
-            start(edgegate),
-            best(&start, true),
-            "ms",
-            true,
-        );
-        let idle = |r: &RuntimeResult| r.idle_rss_mb;
-        row(w, "resident memory after start", idle(edgegate), best(&idle, true), "MiB", true);
+        row(w, "cold start, process to first answer", &start, "ms", true);
+        row(w, "resident memory after start", &|r| r.idle_rss_mb, "MiB", true);
         let _ = writeln!(
             w,
             "| isolation between requests | a fresh instance per request | an isolate reused across requests | Wasm | design (docs/architecture.md), not measured |"

@@ -186,10 +186,7 @@ impl Environment {
                         "--admin".as_ref(),
                         "127.0.0.1:0".as_ref(),
                     ]),
-                    env: vec![
-                        (SECRET_ENV.into(), SECRET.into()),
-                        ("EDGEGATE_LOG".into(), "warn".into()),
-                    ],
+                    env: [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat(),
                     log,
                 })
             }

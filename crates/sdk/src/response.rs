@@ -28,6 +28,14 @@ impl Response {
         Self::builder(status).header("content-type", "application/json").body(body)
     }
 
+    /// 405 with `allow: ALLOW` and the JSON error `method_not_allowed`.
+    pub fn method_not_allowed(allow: &str) -> Self {
+        Self::builder(405)
+            .header("allow", allow)
+            .header("content-type", "application/json")
+            .body(br#"{"error":"method_not_allowed"}"#)
+    }
+
     /// A response with `content-type: text/plain; charset=utf-8`.
     pub fn text(status: u16, body: &str) -> Self {
         Self::builder(status).header("content-type", "text/plain; charset=utf-8").body(body)

@@ -18,10 +18,7 @@ use serde_json_guest as serde_json;
 /// Validates and re-serializes the JSON body.
 pub fn handle(req: &Request) -> Response {
     if req.method() != "POST" {
-        return Response::builder(405)
-            .header("allow", "POST")
-            .header("content-type", "application/json")
-            .body(br#"{"error":"method_not_allowed"}"#);
+        return Response::method_not_allowed("POST");
     }
     let value: serde_json::Value = match serde_json::from_slice(req.body()) {
         Ok(value) => value,

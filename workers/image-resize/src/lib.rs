@@ -129,24 +129,17 @@ pub fn resize_jpeg(jpeg: &[u8], target: &Target) -> Result<Vec<u8>, Error> {
     Ok(out)
 }
 
-fn error(status: u16, body: &[u8]) -> Response {
-    Response::json(status, body)
-}
-
 /// Resizes the JPEG in the body.
 pub fn handle(req: &Request) -> Response {
     if req.method() != "POST" {
-        return Response::builder(405)
-            .header("allow", "POST")
-            .header("content-type", "application/json")
-            .body(br#"{"error":"method_not_allowed"}"#);
+        return Response::method_not_allowed("POST");
     }
     let target = Target::from_config(&Config::load());
     match resize_jpeg(req.body(), &target) {
         Ok(jpeg) => Response::builder(200).header("content-type", "image/jpeg").body(jpeg),
-        Err(Error::InvalidImage) => error(400, br#"{"error":"invalid_image"}"#),
-        Err(Error::TooLarge) => error(413, br#"{"error":"image_too_large"}"#),
-        Err(Error::Encode) => error(500, br#"{"error":"encode_failed"}"#),
+        Err(Error::InvalidImage) => Response::json(400, br#"{"error":"invalid_image"}"#),
+        Err(Error::TooLarge) => Response::json(413, br#"{"error":"image_too_large"}"#),
+        Err(Error::Encode) => Response::json(500, br#"{"error":"encode_failed"}"#),
     }
 }
 

@@ -109,10 +109,7 @@ pub fn handle(req: &Request) -> Response {
             Ok(false) => error(404, "not_found"),
             Err(e) => store_error(e),
         },
-        _ => Response::builder(405)
-            .header("allow", "GET, PUT, DELETE")
-            .header("content-type", "application/json")
-            .body(br#"{"error":"method_not_allowed"}"#),
+        _ => Response::method_not_allowed("GET, PUT, DELETE"),
     }
 }
 
