@@ -115,6 +115,45 @@ fn missing_comparators_are_reported_and_the_rest_run() {
     assert!(report.contains("| node |") && report.contains("**missing**"), "{report}");
 }
 
+/// Debian's wrk, for the cross-check; when it is missing the test says so loudly, and with
+/// EDGEGATE_REQUIRE_WRK=1 (as in CI) that is a failure.
+fn wrk_installed() -> bool {
+    let installed = Command::new("wrk").arg("--version").output().is_ok();
+    if !installed {
+        let why = "wrk is not installed (Debian: apt-get install wrk)";
+        assert!(std::env::var("EDGEGATE_REQUIRE_WRK").as_deref() != Ok("1"), "{why}");
+        eprintln!("!!! SKIPPED: the cross-check with wrk: {why}");
+    }
+    installed
+}
+
+#[test]
+fn the_cross_check_runs_wrk_and_the_lab_together_and_reports_both() {
+    if !wrk_installed() {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let results = bench(
+        out.path(),
+        &["--runtimes", "edgegate", "--workloads", "db-lookup", "--rates", "400", "--cross-check"],
+    );
+    let check = &runtime(&results, "edgegate")["cross_check"];
+    let rounds = check["rounds"].as_array().unwrap_or_else(|| panic!("no rounds: {check}"));
+    assert_eq!(rounds.len(), 4, "{check}");
+    for round in rounds {
+        // Both tools measured the endpoint: real latencies and a real rate from each.
+        for tool in ["wrk", "lab", "lab_sent"] {
+            let (p50, p99) =
+                (round[tool]["p50"].as_f64().unwrap(), round[tool]["p99"].as_f64().unwrap());
+            assert!(p50 > 0.0 && p99 >= p50, "{tool}: {round}");
+        }
+        assert!(round["wrk_rate"].as_f64().unwrap() > 10.0, "{round}");
+    }
+    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(report.contains("## Cross-check with wrk"), "{report}");
+    assert!(report.contains("| edgegate | **median** |"), "{report}");
+}
+
 #[test]
 fn the_demo_resizes_a_jpeg_and_refuses_what_is_not_one() {
     let image = tempfile::NamedTempFile::new().unwrap();

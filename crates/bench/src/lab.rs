@@ -17,7 +17,8 @@ use crate::affinity::CpuPlan;
 use crate::load::{self, LoadSpec, RequestTemplate};
 use crate::procfs;
 use crate::report::{
-    Check, ColdStart, CrossCheck, Meta, Probe, Results, Run, RuntimeResult, Saturation,
+    Check, ColdStart, CrossCheck, CrossRound, Meta, Percentiles, Probe, Results, Run,
+    RuntimeResult, Saturation,
 };
 use crate::runtimes::{Environment, Prepared, Runtime, Server};
 use crate::workload::{Expect, Fixtures, Workload};
@@ -180,6 +181,9 @@ struct RuntimeLab<'a, F: Fn(String)> {
 
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Rounds of the cross-check, each one run of wrk and one of the lab.
+const CROSS_CHECK_ROUNDS: usize = 4;
+
 /// How long each wrk connection waits after an answer, in the cross-check.
 const WRK_PAUSE_MS: u64 = 2;
 
@@ -239,9 +243,18 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
         if let Some(wrk) = &self.plan.wrk {
             self.progress.set_message(format!("{name}: cross-check with wrk"));
             let check = self.cross_check(&server, wrk)?;
+            let (wrk, lab, sent) =
+                (check.median(|r| r.wrk), check.median(|r| r.lab), check.median(|r| r.lab_sent));
             (self.say)(format!(
-                "{name}: cross-check at {:.0} rps: p50 lab {:.0} µs, wrk {:.0} µs; p99 lab {:.0} µs, wrk {:.0} µs",
-                check.rate, check.lab_p50, check.wrk_p50, check.lab_p99, check.wrk_p99
+                "{name}: cross-check, medians of {} rounds: p50 lab {:.0} µs ({:.0} from the \
+                 send), wrk {:.0} µs; p99 lab {:.0} µs ({:.0}), wrk {:.0} µs",
+                check.rounds.len(),
+                lab.p50,
+                sent.p50,
+                wrk.p50,
+                lab.p99,
+                sent.p99,
+                wrk.p99
             ));
             result.cross_check = Some(check);
         }
@@ -249,57 +262,60 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
         Ok(result)
     }
 
-    /// The same endpoint (`GET /kv/user:1`), rate and connection count, measured by wrk
-    /// (Debian's, a lean C client) and then by the lab, one after the other. wrk has no
-    /// constant-rate mode: each connection pauses [`WRK_PAUSE_MS`] after each answer (its Lua
-    /// `delay()`), so `rate × pause` connections give about the rate. Below saturation nothing
-    /// queues, so wrk's latency from the send and the lab's from the due time measure the same.
+    /// The same endpoint (`GET /kv/user:1`) measured by wrk (Debian's, a lean C client) and
+    /// by the lab **at the same time**, each at about half the first fixed rate on its own
+    /// connections, in [`CROSS_CHECK_ROUNDS`] rounds: the VM's hiccups, which move a p99 2–3×
+    /// between runs a minute apart, then fall on both tools alike. wrk has no constant-rate
+    /// mode: each connection pauses [`WRK_PAUSE_MS`] after each answer (its Lua `delay()`),
+    /// so `rate × pause` connections give about the rate. A short wrk run first finds the
+    /// rate wrk reaches; each round's lab runs at the rate wrk reached in the round before.
     fn cross_check(&self, server: &Server, wrk: &std::path::Path) -> anyhow::Result<CrossCheck> {
         let (template, _) = self.fixtures.requests(Workload::DbLookup).swap_remove(0);
         let url = format!("http://{}{}", server.addr, template.uri);
-        let rate = self.plan.rates.first().copied().unwrap_or(2000.0);
-        let connections = ((rate * WRK_PAUSE_MS as f64 / 1000.0).round() as usize).max(1);
+        let half = self.plan.rates.first().copied().unwrap_or(2000.0) / 2.0;
+        let connections = ((half * WRK_PAUSE_MS as f64 / 1000.0).round() as usize).max(1);
         let script = self.env.work.join("cross-check.lua");
         std::fs::write(&script, WRK_SCRIPT)?;
-        let seconds = format!("{}s", self.plan.duration.as_secs().max(1));
-        let out = self
-            .cpus
-            .spawn_load(
-                std::process::Command::new(wrk)
-                    .args(["-t1", "-c", &connections.to_string(), "-d", &seconds, "-s"])
-                    .arg(&script)
-                    .arg(&url)
-                    .env("WRK_PAUSE_MS", WRK_PAUSE_MS.to_string())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped()),
-            )
-            .with_context(|| format!("starting {}", wrk.display()))?
-            .wait_with_output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "wrk failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let line =
-            stdout.lines().rev().find(|l| l.starts_with('{')).context("no result line from wrk")?;
-        let json: serde_json::Value = serde_json::from_str(line).context("reading wrk's result")?;
-        let number = |k: &str| json[k].as_f64().with_context(|| format!("wrk's result has no {k}"));
-        let wrk_rate = number("requests")? / (number("duration_us")? / 1e6);
-        // The lab at the rate wrk reached, on as many connections.
+        let start_wrk = |duration: Duration| -> anyhow::Result<std::process::Child> {
+            self.cpus
+                .spawn_load(
+                    std::process::Command::new(wrk)
+                        .args(["-t1", "-c", &connections.to_string(), "-d"])
+                        .arg(format!("{}s", duration.as_secs().max(1)))
+                        .arg("-s")
+                        .arg(&script)
+                        .arg(&url)
+                        .env("WRK_PAUSE_MS", WRK_PAUSE_MS.to_string())
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped()),
+                )
+                .with_context(|| format!("starting {}", wrk.display()))
+        };
+        let (mut rate, _) = wrk_result(start_wrk(Duration::from_secs(3))?)?;
         let templates: Arc<[RequestTemplate]> = Arc::from(vec![template]);
-        let mut spec = self.spec(server, wrk_rate, self.plan.warmup, self.plan.duration);
-        spec.connections = connections;
-        let lab = load::run(&spec, &templates, &self.cpus.load)?.corrected.summary();
-        Ok(CrossCheck {
-            url,
-            rate: wrk_rate,
-            connections,
-            lab_p50: lab.p50,
-            lab_p99: lab.p99,
-            wrk_p50: number("p50")?,
-            wrk_p99: number("p99")?,
-        })
+        // wrk runs a second longer on each side of the lab's recorded window.
+        let wrk_duration = self.plan.warmup + self.plan.duration + Duration::from_secs(2);
+        let mut rounds = Vec::with_capacity(CROSS_CHECK_ROUNDS);
+        for _ in 0..CROSS_CHECK_ROUNDS {
+            let mut spec = self.spec(server, rate, self.plan.warmup, self.plan.duration);
+            spec.connections = connections;
+            let running = start_wrk(wrk_duration)?;
+            std::thread::sleep(Duration::from_secs(1));
+            let lab = load::run(&spec, &templates, &self.cpus.load);
+            let (wrk_rate, wrk) = wrk_result(running)?;
+            let lab = lab?;
+            let (due, sent) = (lab.corrected.summary(), lab.uncorrected.summary());
+            rounds.push(CrossRound {
+                lab_rate: rate,
+                wrk_rate,
+                wrk,
+                lab: Percentiles { p50: due.p50, p99: due.p99 },
+                lab_sent: Percentiles { p50: sent.p50, p99: sent.p99 },
+            });
+            // The next round's lab runs at the rate wrk reached in this one.
+            rate = wrk_rate;
+        }
+        Ok(CrossCheck { url, connections, rounds })
     }
 
     /// Starts the runtime twice (the second start, with the files in the page cache, is the
@@ -474,6 +490,19 @@ pub fn measured_run(
         dispatch_p99_us: result.dispatch_lateness.summary().p99,
         wall_s: elapsed.as_secs_f64(),
     })
+}
+
+/// Waits for wrk and reads the rate and the percentiles (µs) its script printed.
+fn wrk_result(wrk: std::process::Child) -> anyhow::Result<(f64, Percentiles)> {
+    let out = wrk.wait_with_output()?;
+    anyhow::ensure!(out.status.success(), "wrk failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line =
+        stdout.lines().rev().find(|l| l.starts_with('{')).context("no result line from wrk")?;
+    let json: serde_json::Value = serde_json::from_str(line).context("reading wrk's result")?;
+    let number = |k: &str| json[k].as_f64().with_context(|| format!("wrk's result has no {k}"));
+    let rate = number("requests")? / (number("duration_us")? / 1e6);
+    Ok((rate, Percentiles { p50: number("p50")?, p99: number("p99")? }))
 }
 
 /// Sends every request once and checks each answer.

@@ -108,29 +108,70 @@ pub struct RuntimeResult {
     pub cross_check: Option<CrossCheck>,
 }
 
-/// The lab and an outside tool (wrk) on one endpoint at one rate.
+/// The lab and an outside tool (wrk) on one endpoint, both at once at about the same rate.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CrossCheck {
     /// The endpoint.
     pub url: String,
-    /// Requests per second (what wrk reached; the lab ran at the same).
-    pub rate: f64,
-    /// Connections, both tools.
+    /// Connections of each tool.
     pub connections: usize,
-    /// The lab's corrected p50, µs.
-    pub lab_p50: f64,
-    /// The lab's corrected p99, µs.
-    pub lab_p99: f64,
-    /// wrk's p50, µs.
-    pub wrk_p50: f64,
-    /// wrk's p99, µs.
-    pub wrk_p99: f64,
+    /// Rounds, each with both tools loading the endpoint at once.
+    pub rounds: Vec<CrossRound>,
+}
+
+/// One round of a cross-check.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct CrossRound {
+    /// The lab's rate (what wrk reached in the round before).
+    pub lab_rate: f64,
+    /// The rate wrk reached.
+    pub wrk_rate: f64,
+    /// wrk's latency, from each request's send.
+    pub wrk: Percentiles,
+    /// The lab's latency from each request's due time (what its reports show).
+    pub lab: Percentiles,
+    /// The lab's latency from each request's send, as wrk measures.
+    pub lab_sent: Percentiles,
+}
+
+/// A p50 and a p99, µs.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// The median, µs.
+    pub p50: f64,
+    /// The 99th percentile, µs.
+    pub p99: f64,
+}
+
+impl Percentiles {
+    /// How far `self` is from `reference` at p50 and p99, as fractions of the reference.
+    pub fn differences(&self, reference: &Self) -> (f64, f64) {
+        ((self.p50 - reference.p50) / reference.p50, (self.p99 - reference.p99) / reference.p99)
+    }
 }
 
 impl CrossCheck {
-    /// How far the lab is from wrk at p50 and p99, as fractions of wrk's figure.
-    pub fn differences(&self) -> (f64, f64) {
-        ((self.lab_p50 - self.wrk_p50) / self.wrk_p50, (self.lab_p99 - self.wrk_p99) / self.wrk_p99)
+    /// The tolerance between the lab and wrk.
+    pub const TOLERANCE: f64 = 0.15;
+
+    /// The median over the rounds of one tool's figures.
+    pub fn median(&self, of: impl Fn(&CrossRound) -> Percentiles) -> Percentiles {
+        let middle = |f: &dyn Fn(&Percentiles) -> f64| {
+            let mut v: Vec<f64> = self.rounds.iter().map(|r| f(&of(r))).collect();
+            v.sort_by(f64::total_cmp);
+            match v.len() {
+                0 => f64::NAN,
+                n if n % 2 == 1 => v[n / 2],
+                n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+            }
+        };
+        Percentiles { p50: middle(&|p| p.p50), p99: middle(&|p| p.p99) }
+    }
+
+    /// Whether the lab's medians are within [`Self::TOLERANCE`] of wrk's, at p50 and p99.
+    pub fn agrees(&self, lab: impl Fn(&CrossRound) -> Percentiles) -> bool {
+        let (p50, p99) = self.median(lab).differences(&self.median(|r| r.wrk));
+        p50.abs() <= Self::TOLERANCE && p99.abs() <= Self::TOLERANCE
     }
 }
 
@@ -453,6 +494,7 @@ impl Results {
             w,
             "\nFor edgegate, a request in flight is a live Wasm instance: the last column is memory per concurrent instance (peak RSS growth over the most instances alive at once)."
         );
+        self.cross_checks(w);
         let _ =
             writeln!(w, "\n## Decision matrix: Wasm (edgegate) against V8 (Node.js, workerd)\n");
         self.decision_matrix(w);
@@ -463,6 +505,57 @@ impl Results {
             }
         }
         out
+    }
+
+    /// The cross-checks with wrk, round by round, and whether the medians agree.
+    fn cross_checks(&self, w: &mut String) {
+        let checks: Vec<_> =
+            self.ran().filter_map(|r| Some((r.runtime, r.cross_check.as_ref()?))).collect();
+        if checks.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            w,
+            "\n## Cross-check with wrk\n\nOne endpoint loaded by wrk and by the lab at the same time, each at about the same rate on {} connections of its own, in rounds. wrk measures from each request's send; the lab reports from its due time, and from the send as wrk does. Agreement: the medians of the rounds within {:.0} % of wrk's at p50 and p99.\n",
+            checks[0].1.connections,
+            CrossCheck::TOLERANCE * 100.0
+        );
+        let _ = writeln!(
+            w,
+            "| runtime | round | wrk rps | lab rps | wrk p50 / p99 µs | lab p50 / p99 µs | lab from the send µs |\n|---|---|---|---|---|---|---|"
+        );
+        let pair = |p: Percentiles| format!("{:.0} / {:.0}", p.p50, p.p99);
+        for (runtime, check) in &checks {
+            for (i, r) in check.rounds.iter().enumerate() {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {:.0} | {:.0} | {} | {} | {} |",
+                    runtime.name(),
+                    i + 1,
+                    r.wrk_rate,
+                    r.lab_rate,
+                    pair(r.wrk),
+                    pair(r.lab),
+                    pair(r.lab_sent)
+                );
+            }
+            let (wrk, lab, sent) =
+                (check.median(|r| r.wrk), check.median(|r| r.lab), check.median(|r| r.lab_sent));
+            let percent = |(a, b): (f64, f64)| format!("{:+.0} % / {:+.0} %", a * 100.0, b * 100.0);
+            let verdict = |agrees: bool| if agrees { "agrees" } else { "**does not agree**" };
+            let _ = writeln!(
+                w,
+                "| {} | **median** | | | {} | {} ({}, {}) | {} ({}, {}) |",
+                runtime.name(),
+                pair(wrk),
+                pair(lab),
+                percent(lab.differences(&wrk)),
+                verdict(check.agrees(|r| r.lab)),
+                pair(sent),
+                percent(sent.differences(&wrk)),
+                verdict(check.agrees(|r| r.lab_sent)),
+            );
+        }
     }
 
     /// Rows measured here replace opinion; rows that were not measured say so.
@@ -536,5 +629,71 @@ impl Results {
             w,
             "| worker languages and libraries | Rust (no_std guest) | JavaScript and npm | V8 | opinion, not measured |"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(wrk: (f64, f64), lab: (f64, f64)) -> CrossRound {
+        let p = |(p50, p99)| Percentiles { p50, p99 };
+        CrossRound {
+            lab_rate: 1000.0,
+            wrk_rate: 1000.0,
+            wrk: p(wrk),
+            lab: p(lab),
+            lab_sent: p(lab),
+        }
+    }
+
+    fn check(rounds: Vec<CrossRound>) -> CrossCheck {
+        CrossCheck { url: "http://127.0.0.1:1/kv/user:1".into(), connections: 2, rounds }
+    }
+
+    #[test]
+    fn the_cross_check_compares_medians_of_the_rounds() {
+        // One wild round of each tool does not move the medians.
+        let c = check(vec![
+            round((100.0, 400.0), (110.0, 430.0)),
+            round((100.0, 5000.0), (105.0, 420.0)),
+            round((100.0, 420.0), (900.0, 9000.0)),
+        ]);
+        let wrk = c.median(|r| r.wrk);
+        let lab = c.median(|r| r.lab);
+        assert_eq!((wrk.p50, wrk.p99), (100.0, 420.0));
+        assert_eq!((lab.p50, lab.p99), (110.0, 430.0));
+        assert!(c.agrees(|r| r.lab));
+        // An even count takes the mean of the middle two.
+        let even =
+            check(vec![round((100.0, 400.0), (0.0, 0.0)), round((120.0, 600.0), (0.0, 0.0))]);
+        assert_eq!(even.median(|r| r.wrk).p50, 110.0);
+    }
+
+    #[test]
+    fn the_cross_check_fails_when_either_percentile_is_off() {
+        let p99_off = check(vec![round((100.0, 400.0), (105.0, 470.0))]);
+        assert!(!p99_off.agrees(|r| r.lab), "p99 is 17.5 % over");
+        let p50_off = check(vec![round((100.0, 400.0), (84.0, 400.0))]);
+        assert!(!p50_off.agrees(|r| r.lab), "p50 is 16 % under");
+        let within = check(vec![round((100.0, 400.0), (114.0, 341.0))]);
+        assert!(within.agrees(|r| r.lab));
+    }
+
+    #[test]
+    fn the_report_shows_each_round_and_the_verdict() {
+        let mut node = RuntimeResult::new(Runtime::Node, Some("v20".into()));
+        node.cross_check = Some(check(vec![round((100.0, 400.0), (150.0, 400.0))]));
+        let results = Results { meta: Meta::default(), runtimes: vec![node] };
+        let md = results.markdown(&[]);
+        let section = &md[md.find("## Cross-check with wrk").expect("a cross-check section")..];
+        assert!(
+            section.contains("| node | 1 | 1000 | 1000 | 100 / 400 | 150 / 400 |"),
+            "{section}"
+        );
+        assert!(section.contains("+50 % / +0 %, **does not agree**"), "{section}");
+        let mut quiet = results.clone();
+        quiet.runtimes[0].cross_check = None;
+        assert!(!quiet.markdown(&[]).contains("Cross-check"));
     }
 }

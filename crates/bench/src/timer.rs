@@ -3,7 +3,7 @@
 //! `unsafe` of this crate: registering the descriptor with the event loop.
 
 use std::os::fd::OwnedFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -28,7 +28,21 @@ impl Timer {
         Ok(Self(fd))
     }
 
-    /// Returns at `deadline` (at once if it has passed).
+    /// Returns at `deadline`, to within a microsecond or two: sleeps on the timer until
+    /// `early` before it (a sleeping thread's wake-up is late by tens of µs on a VM), then
+    /// yields to the event loop until it is due. Yielding, not blocking, so answers that
+    /// arrive in that window are still read at once.
+    pub async fn wait_until(&self, deadline: Instant, early: Duration) -> std::io::Result<()> {
+        if let Some(wake) = deadline.checked_sub(early) {
+            self.sleep_until(wake).await?;
+        }
+        while Instant::now() < deadline {
+            tokio::task::yield_now().await;
+        }
+        Ok(())
+    }
+
+    /// Returns at `deadline` (at once if it has passed), as late as the kernel wakes it.
     pub async fn sleep_until(&self, deadline: Instant) -> std::io::Result<()> {
         use rustix::time::{Itimerspec, TimerfdTimerFlags, Timespec, timerfd_settime};
         let Some(wait) = deadline.checked_duration_since(Instant::now()).filter(|w| !w.is_zero())
@@ -49,5 +63,28 @@ impl Timer {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_never_returns_before_the_deadline() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let timer = Timer::new().unwrap();
+            for early_us in [0, 100, 2_000] {
+                let deadline = Instant::now() + Duration::from_millis(1);
+                timer.wait_until(deadline, Duration::from_micros(early_us)).await.unwrap();
+                assert!(
+                    Instant::now() >= deadline,
+                    "returned before the deadline ({early_us} µs early)"
+                );
+            }
+            // A deadline already past returns at once.
+            timer.wait_until(Instant::now(), Duration::from_micros(100)).await.unwrap();
+        });
     }
 }
