@@ -1,7 +1,7 @@
 //! `edgegate`: the command line of the edgegate gateway.
 //!
 //! One subcommand per file in `commands/`. Errors print their whole cause chain to stderr and
-//! exit 1; usage errors exit 2.
+//! exit 1; usage errors exit 2; `edgegate build` exits 3 for a module over its size budget.
 
 mod commands;
 
@@ -27,7 +27,11 @@ fn main() -> ExitCode {
             for cause in error.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
             }
-            ExitCode::FAILURE
+            if error.is::<commands::OverBudget>() {
+                ExitCode::from(commands::OVER_BUDGET)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

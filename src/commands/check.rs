@@ -2,6 +2,8 @@
 
 use anyhow::Context;
 use edgegate_host::Gateway;
+use edgegate_host::size::ByteSize;
+use edgegate_runtime::CacheOutcome;
 
 use super::ConfigArgs;
 
@@ -16,13 +18,34 @@ impl CheckCommand {
     /// Parses the configuration and loads every module and key exactly as `serve` would
     /// (a JWKS URL that cannot be fetched is a warning: `serve` would start and retry),
     /// without binding the listeners, and checks the KV namespaces without opening them.
+    /// Prints each worker's ABI version, imports and memory; a module that does not fit (an
+    /// unknown import, another ABI, too much memory) is an error that names what is wrong.
     pub fn execute(self) -> anyhow::Result<()> {
         let loaded = self.config.load()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        runtime.block_on(Gateway::check(&loaded, edgegate_guests::BUILTIN))?;
+        let gateway = runtime.block_on(Gateway::check(&loaded, edgegate_guests::BUILTIN))?;
+        for (name, worker) in gateway.workers() {
+            let module = &loaded.config.workers[name].module;
+            let info = worker.module_info();
+            let how = match worker.cache_outcome() {
+                CacheOutcome::Precompiled => "precompiled",
+                CacheOutcome::Hit => "compiled, from the cache",
+                _ => "compiled",
+            };
+            println!(
+                "worker {name}: {module} ({how}): ABI v{}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit",
+                info.abi_version,
+                info.imports.len(),
+                info.imports.join(", "),
+                info.initial_memory / 1024,
+                info.maximum_memory
+                    .map_or(String::new(), |m| format!(", {} KiB maximum", m / 1024)),
+                ByteSize(worker.limits().memory),
+            );
+        }
         println!(
             "{}: ok ({} workers, {} routes)",
             loaded.origin,

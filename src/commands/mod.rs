@@ -1,8 +1,14 @@
 //! The subcommands, one per file.
 
 mod bench;
+mod build;
 mod check;
+mod compile;
+mod module_report;
+mod new;
 mod serve;
+
+pub use build::{OVER_BUDGET, OverBudget};
 
 use std::path::PathBuf;
 
@@ -16,6 +22,13 @@ pub enum Command {
     Serve(serve::ServeCommand),
     /// Check a configuration and its modules without serving; exits 0 if it is good, 1 if not.
     Check(check::CheckCommand),
+    /// Scaffold a worker crate from a template.
+    New(new::NewCommand),
+    /// Build a worker crate for wasm32, optimize it and check it against its size budget
+    /// (exit 3 when over).
+    Build(build::BuildCommand),
+    /// Compile a module ahead of time for this host, with the engine settings `serve` uses.
+    Compile(compile::CompileCommand),
     /// Run the benchmark lab: edgegate against Node.js, workerd and native Rust, reported in
     /// Markdown, JSON and SVG.
     Bench(bench::BenchCommand),
@@ -30,6 +43,9 @@ impl Command {
         match self {
             Self::Serve(command) => command.execute(),
             Self::Check(command) => command.execute(),
+            Self::New(command) => command.execute(),
+            Self::Build(command) => command.execute(),
+            Self::Compile(command) => command.execute(),
             Self::Bench(command) => command.execute(),
             Self::BenchNative(command) => command.execute(),
         }

@@ -4,7 +4,7 @@ use std::process::{Command, Output};
 
 use crate::support::{runtime_section, write_config};
 
-fn edgegate(args: &[&str]) -> Output {
+pub fn edgegate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_edgegate"))
         .args(args)
         .env_remove("EDGEGATE_CONFIG")
@@ -13,7 +13,7 @@ fn edgegate(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn check(config: &str) -> (Option<i32>, String, String) {
+pub fn check(config: &str) -> (Option<i32>, String, String) {
     let (_dir, path) = write_config(&format!("{}\n{config}", runtime_section()));
     let out = edgegate(&["check", "--config", path.to_str().unwrap()]);
     (

@@ -11,3 +11,4 @@ mod kv;
 mod limits;
 mod shutdown;
 mod support;
+mod toolchain;

@@ -226,6 +226,28 @@ pub mod imports {
     /// [`crate::HostError::InvalidArgument`] (no such handle, or its response was already
     /// taken).
     pub const FETCH_WAIT: &str = "fetch_wait";
+
+    /// Every host function of this ABI version: a module importing anything else from
+    /// [`crate::IMPORT_MODULE`] (or from another module) cannot be linked.
+    pub const ALL: &[&str] = &[
+        REQUEST_READ,
+        LOG_WRITE,
+        CLOCK_MONOTONIC,
+        RANDOM_FILL,
+        CONFIG_GET,
+        CONFIG_ALL,
+        CLOCK_WALL,
+        JWS_VERIFY,
+        KV_GET,
+        KV_GET_BATCH,
+        KV_PUT,
+        KV_PUT_BATCH,
+        KV_DELETE,
+        KV_INCR,
+        KV_LIST,
+        FETCH_START,
+        FETCH_WAIT,
+    ];
 }
 
 /// The negative codes a host function returns on failure.

@@ -53,6 +53,8 @@ pub struct Gateway {
     pub(crate) permits: Semaphore,
     ids: RequestIds,
     upstreams: HashMap<String, Arc<Upstream>>,
+    /// Every loaded worker by name, for `edgegate check`'s report.
+    workers: Vec<(String, Worker)>,
     /// Never read, only owned: it keeps the engine's epoch ticker running while the workers
     /// serve.
     _runtime: Runtime,
@@ -102,17 +104,8 @@ impl Gateway {
     ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
-        let runtime = Runtime::new(
-            RuntimeConfig {
-                max_instances: config.server.max_concurrency,
-                max_memory: config.runtime.max_worker_memory.bytes(),
-                epoch_tick: config.runtime.epoch_tick,
-                max_wasm_stack: config.runtime.max_wasm_stack.bytes() as usize,
-                ..RuntimeConfig::default()
-            },
-            cache,
-        )
-        .map_err(|e| ConfigError::at(&loaded.origin, "runtime", format!("{e:#}")))?;
+        let runtime = Runtime::new(runtime_config(config), cache)
+            .map_err(|e| ConfigError::at(&loaded.origin, "runtime", format!("{e:#}")))?;
         let mut background = Background::default();
 
         let mut upstreams = HashMap::new();
@@ -204,6 +197,7 @@ impl Gateway {
             permits: Semaphore::new(config.server.max_concurrency as usize),
             ids: RequestIds::new(),
             upstreams,
+            workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
             _runtime: runtime,
             _background: background,
         })
@@ -212,6 +206,11 @@ impl Gateway {
     /// The server settings in force.
     pub fn server(&self) -> &ServerConfig {
         &self.server
+    }
+
+    /// Every loaded worker, by name, in name order.
+    pub fn workers(&self) -> &[(String, Worker)] {
+        &self.workers
     }
 
     /// Serves one request: route, read the body within its limits, wait for a concurrency
@@ -514,5 +513,17 @@ impl RequestIds {
 
     fn next(&self) -> RequestId {
         RequestId(self.start.wrapping_add(self.next.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+/// The engine and pool settings `serve` uses for `config`: `edgegate compile` builds its
+/// `.cwasm` files with the same, so `serve` accepts them.
+pub fn runtime_config(config: &crate::config::Config) -> RuntimeConfig {
+    RuntimeConfig {
+        max_instances: config.server.max_concurrency,
+        max_memory: config.runtime.max_worker_memory.bytes(),
+        epoch_tick: config.runtime.epoch_tick,
+        max_wasm_stack: config.runtime.max_wasm_stack.bytes() as usize,
+        ..RuntimeConfig::default()
     }
 }

@@ -38,6 +38,6 @@ mod upstream;
 #[cfg(test)]
 mod tests;
 
-pub use gateway::{Gateway, ResponseBody};
+pub use gateway::{Gateway, ResponseBody, runtime_config};
 pub use listener::{Server, shutdown_signal};
 pub use upstream::{ConnInfo, UpstreamBody};

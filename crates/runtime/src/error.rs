@@ -52,6 +52,18 @@ pub enum LoadError {
     /// The module imports something the gateway does not provide.
     #[error("cannot link the module's imports")]
     Link(#[source] wasmtime::Error),
+    /// The module imports a function that is not part of the ABI.
+    #[error(
+        "imports `{0}`, which this gateway does not provide (ABI v{abi} has: {all})",
+        abi = edgegate_abi::ABI_VERSION,
+        all = edgegate_abi::imports::ALL.join(", ")
+    )]
+    UnknownImport(String),
+    /// A precompiled module (`.cwasm`) this gateway cannot load.
+    #[error(
+        "a precompiled module built by another edgegate version or with other engine settings: compile it again with `edgegate compile` from this binary and configuration"
+    )]
+    Precompiled(#[source] wasmtime::Error),
 }
 
 /// What went wrong in one request to a worker. The host turns the kind into a status code, a

@@ -55,7 +55,7 @@ pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache};
 pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId};
-pub use worker::{Worker, WorkerSpec};
+pub use worker::{ModuleInfo, Worker, WorkerSpec};
 
 use request::RequestState;
 use wasmtime::{Engine, Linker, Module};
@@ -102,7 +102,22 @@ impl Runtime {
         &self.linker
     }
 
+    /// Compiles `wasm` ahead of time for this engine: the bytes of a `.cwasm` that
+    /// [`Runtime::load`] accepts in place of the module, from this binary with the same
+    /// settings only.
+    pub fn precompile(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        self.engine.precompile_module(wasm)
+    }
+
     pub(crate) fn compile(&self, wasm: &[u8]) -> wasmtime::Result<(Module, CacheOutcome)> {
+        if Engine::detect_precompiled(wasm).is_some() {
+            // SAFETY: `Module::deserialize` runs the artifact's machine code, so it must be a
+            // `precompile_module` output. A `.cwasm` is code the operator deploys, trusted like
+            // this binary (docs/toolchain.md says so); Wasmtime checks its header and refuses
+            // one from another version or with other settings.
+            let module = unsafe { Module::deserialize(&self.engine, wasm) }?;
+            return Ok((module, CacheOutcome::Precompiled));
+        }
         match &self.cache {
             Some(cache) => cache.load_or_compile(&self.engine, wasm),
             None => Ok((Module::new(&self.engine, wasm)?, CacheOutcome::Miss)),

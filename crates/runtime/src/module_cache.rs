@@ -40,6 +40,8 @@ pub enum CacheOutcome {
     Miss,
     /// An entry existed but failed a check (the reason); compiled and replaced it.
     Rejected(String),
+    /// A precompiled module (`edgegate compile`): loaded as it is, no cache involved.
+    Precompiled,
     /// Compiled, but the entry could not be written (the reason); the next start compiles
     /// again.
     NotStored(String),

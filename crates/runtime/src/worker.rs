@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY};
+use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY, IMPORT_MODULE};
 use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
 
 use crate::Runtime;
@@ -49,6 +49,39 @@ struct Inner {
     handle: ModuleExport,
     memory: ModuleExport,
     cache: CacheOutcome,
+    info: ModuleInfo,
+}
+
+/// What a loaded module speaks and needs (all of it checked when it was loaded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleInfo {
+    /// The ABI version of its entry point.
+    pub abi_version: u32,
+    /// The host functions it imports (every one provided: it linked).
+    pub imports: Vec<String>,
+    /// Bytes of memory it starts with (within the worker's limit: it loaded).
+    pub initial_memory: u64,
+    /// The most memory it declares it may grow to, if it declares a maximum.
+    pub maximum_memory: Option<u64>,
+}
+
+impl ModuleInfo {
+    fn of(module: &Module) -> Self {
+        let memory = match module.get_export(EXPORT_MEMORY) {
+            Some(ExternType::Memory(m)) => Some(m),
+            _ => None,
+        };
+        let page = memory.as_ref().map_or(0, |m| m.page_size());
+        Self {
+            abi_version: ABI_VERSION,
+            imports: module.imports().map(|i| i.name().to_owned()).collect(),
+            initial_memory: memory.as_ref().map_or(0, |m| m.minimum().saturating_mul(page)),
+            maximum_memory: memory
+                .as_ref()
+                .and_then(|m| m.maximum())
+                .map(|p| p.saturating_mul(page)),
+        }
+    }
 }
 
 impl std::fmt::Debug for Worker {
@@ -63,8 +96,24 @@ impl Worker {
         if spec.limits.memory > max {
             return Err(LoadError::MemoryLimitTooLarge { limit: spec.limits.memory, max });
         }
-        let (module, cache) = runtime.compile(spec.wasm).map_err(LoadError::Compile)?;
+        let (module, cache) = runtime.compile(spec.wasm).map_err(|e| {
+            if wasmtime::Engine::detect_precompiled(spec.wasm).is_some() {
+                LoadError::Precompiled(e)
+            } else {
+                LoadError::Compile(e)
+            }
+        })?;
         check_exports(&module, &spec.limits)?;
+        if let Some(import) = module.imports().find(|i| {
+            i.module() != IMPORT_MODULE || !edgegate_abi::imports::ALL.contains(&i.name())
+        }) {
+            return Err(LoadError::UnknownImport(format!(
+                "{}::{}",
+                import.module(),
+                import.name()
+            )));
+        }
+        let info = ModuleInfo::of(&module);
         let pre = runtime.linker().instantiate_pre(&module).map_err(LoadError::Link)?;
         let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
         let handle = export(EXPORT_HANDLE)?;
@@ -84,7 +133,7 @@ impl Worker {
             wall_clock: runtime.config().wall_clock,
             cpu_ticks,
         });
-        Ok(Self { inner: Arc::new(Inner { shared, pre, handle, memory, cache }) })
+        Ok(Self { inner: Arc::new(Inner { shared, pre, handle, memory, cache, info }) })
     }
 
     /// The worker's name.
@@ -95,6 +144,11 @@ impl Worker {
     /// The worker's limits.
     pub fn limits(&self) -> &Limits {
         &self.inner.shared.limits
+    }
+
+    /// What the module speaks and needs.
+    pub fn module_info(&self) -> &ModuleInfo {
+        &self.inner.info
     }
 
     /// Whether the module came from the compilation cache.

@@ -21,10 +21,13 @@ fn runtime() -> &'static Runtime {
 }
 
 fn load_with(path: &str, limits: Limits, config: &[(&str, &str)]) -> Result<Worker, LoadError> {
-    let wasm = std::fs::read(path).unwrap();
+    load_bytes(&std::fs::read(path).unwrap(), limits, config)
+}
+
+fn load_bytes(wasm: &[u8], limits: Limits, config: &[(&str, &str)]) -> Result<Worker, LoadError> {
     runtime().load(WorkerSpec {
         name: "test",
-        wasm: &wasm,
+        wasm,
         limits,
         config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         keys: None,
@@ -85,7 +88,7 @@ async fn echo_json_round_trips() {
     let r = response(&worker, request).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], "application/json");
-    assert_eq!(r.body(), r#"{"a":"b","z":[1,{"y":null}]}"#);
+    assert_eq!(r.body(), r#"{"z":[1,{"y":null}],"a":"b"}"#);
 
     let mut bad = get("/echo");
     bad.method = http::Method::POST;
@@ -224,7 +227,7 @@ fn modules_that_do_not_fit_are_refused_at_load() {
     assert!(
         matches!(load(guests::BIG_MEMORY), LoadError::InitialMemory { needed, .. } if needed == 4 << 20)
     );
-    assert!(matches!(load(guests::UNKNOWN_IMPORT), LoadError::Link(_)));
+    assert!(matches!(load(guests::UNKNOWN_IMPORT), LoadError::UnknownImport(_)));
     let garbage = runtime().load(WorkerSpec {
         name: "garbage",
         wasm: b"\0asm but not really",
@@ -309,4 +312,35 @@ fn an_entry_from_another_engine_configuration_is_never_loaded() {
         "{outcome:?}"
     );
     assert_eq!(cache.load_or_compile(ours, wasm).unwrap().1, CacheOutcome::Hit);
+}
+
+#[tokio::test]
+async fn a_precompiled_module_loads_as_it_is_and_serves() {
+    let cwasm = runtime().precompile(&std::fs::read(guests::HOSTILE).unwrap()).unwrap();
+    let worker = load_bytes(&cwasm, Limits::default(), &[]).unwrap();
+    assert_eq!(worker.cache_outcome(), &CacheOutcome::Precompiled);
+    still_serves(&worker).await;
+}
+
+#[test]
+fn a_precompiled_module_from_other_engine_settings_is_refused_with_a_message() {
+    // Wasmtime's defaults: no epoch interruption, unlike the gateway's engine.
+    let theirs = wasmtime::Engine::new(&wasmtime::Config::new()).unwrap();
+    let cwasm = theirs.precompile_module(&std::fs::read(guests::HOSTILE).unwrap()).unwrap();
+    let error = load_bytes(&cwasm, Limits::default(), &[]).unwrap_err();
+    assert!(matches!(error, LoadError::Precompiled(_)), "{error:?}");
+    assert!(error.to_string().contains("edgegate compile"), "{error}");
+}
+
+#[test]
+fn an_import_outside_the_abi_is_named() {
+    let wasm = wat::parse_str(
+        r#"(module
+            (import "edgegate_v1" "teleport" (func (param i32) (result i32)))
+            (memory (export "memory") 1)
+            (func (export "edgegate_v1_handle") (param i32) (result i64) i64.const 0))"#,
+    )
+    .unwrap();
+    let error = load_bytes(&wasm, Limits::default(), &[]).unwrap_err();
+    assert!(error.to_string().contains("`edgegate_v1::teleport`"), "{error}");
 }

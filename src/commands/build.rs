@@ -1,0 +1,301 @@
+//! `edgegate build`: a worker crate to a small, checked module.
+//!
+//! ```text
+//!  cargo build --target wasm32-unknown-unknown ─▶ <lib>.wasm ─▶ wasm-opt -Oz … ─▶ <lib>.opt.wasm
+//!  (rustup target add, when it is missing)          (raw)         (when found)        │
+//!                                                                     report ◀────────┘
+//!                                                       over the budget: exit 3
+//! ```
+//!
+//! The crate may set its budget and extra wasm-opt flags in its manifest:
+//!
+//! ```toml
+//! [package.metadata.edgegate]
+//! budget = "64KB"
+//! wasm-opt = ["--enable-simd"]
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use edgegate_host::size::ByteSize;
+use serde::Deserialize;
+
+use super::module_report::{ModuleReport, kb};
+
+const TARGET: &str = "wasm32-unknown-unknown";
+
+/// The exit code of a module over its budget.
+pub const OVER_BUDGET: u8 = 3;
+
+/// Build a worker crate for wasm32, optimize it with wasm-opt and check it against a budget.
+#[derive(Debug, clap::Args)]
+pub struct BuildCommand {
+    /// The worker crate: its directory or its Cargo.toml.
+    #[arg(default_value = ".")]
+    path: PathBuf,
+    /// The largest the optimized module may be, e.g. 64KB (1000 bytes) or 64KiB; over it,
+    /// the build exits 3. Default: the crate's `package.metadata.edgegate.budget`, if any.
+    #[arg(long, value_name = "SIZE")]
+    budget: Option<ByteSize>,
+    /// The cargo profile.
+    #[arg(long, default_value = "release")]
+    profile: String,
+    /// Where to write the module. Default: next to cargo's output, as `<lib>.opt.wasm`.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// A module over its budget: `main` exits [`OVER_BUDGET`] for it.
+#[derive(Debug, thiserror::Error)]
+#[error("{module}: {} is over the budget of {}", kb(*size), kb(*budget))]
+pub struct OverBudget {
+    module: String,
+    size: u64,
+    budget: u64,
+}
+
+impl BuildCommand {
+    /// Runs the build and prints the report.
+    pub fn execute(self) -> anyhow::Result<()> {
+        let manifest = manifest_path(&self.path)?;
+        let package = Package::of(&manifest)?;
+        ensure_target(manifest.parent().unwrap_or(Path::new(".")))?;
+        let status = Command::new(cargo())
+            .args(["build", "--target", TARGET, "--profile", &self.profile])
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .args(["-p", &package.name])
+            .status()
+            .context("running cargo")?;
+        if !status.success() {
+            bail!("cargo build failed ({status})");
+        }
+        let profile_dir = match self.profile.as_str() {
+            "dev" | "test" => "debug",
+            "bench" => "release",
+            other => other,
+        };
+        let dir = package.target_directory.join(TARGET).join(profile_dir);
+        let raw = dir.join(format!("{}.wasm", package.lib));
+        let out = self.out.unwrap_or_else(|| dir.join(format!("{}.opt.wasm", package.lib)));
+        let raw_bytes =
+            std::fs::read(&raw).with_context(|| format!("reading {}", raw.display()))?;
+        if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+
+        let optimizer = wasm_opt(manifest.parent().unwrap_or(Path::new(".")));
+        let optimized = match &optimizer {
+            Some(wasm_opt) => {
+                let status = Command::new(wasm_opt)
+                    // The target-features section is read before it is stripped: it tells
+                    // wasm-opt which features (bulk memory, sign-ext, …) the code uses.
+                    .args(["-Oz", "--strip-debug", "--strip-producers", "--strip-target-features"])
+                    .args(&package.wasm_opt)
+                    .arg(&raw)
+                    .arg("-o")
+                    .arg(&out)
+                    .status()
+                    .with_context(|| format!("running {}", wasm_opt.display()))?;
+                if !status.success() {
+                    bail!("{} failed ({status})", wasm_opt.display());
+                }
+                true
+            }
+            None => {
+                eprintln!(
+                    "warning: wasm-opt not found (PATH, or node_modules/binaryen up from the crate: `npm install binaryen`); the module is NOT optimized"
+                );
+                std::fs::copy(&raw, &out).with_context(|| format!("writing {}", out.display()))?;
+                false
+            }
+        };
+        let bytes = std::fs::read(&out).with_context(|| format!("reading {}", out.display()))?;
+        let report = ModuleReport::read(&bytes)?;
+        // Function names come from the raw module: wasm-opt strips the name section.
+        let named = ModuleReport::read(&raw_bytes)?;
+
+        println!("{}: {}", package.name, out.display());
+        println!("  raw:       {}", kb(raw_bytes.len() as u64));
+        match &optimizer {
+            Some(path) => {
+                println!("  optimized: {} (wasm-opt at {})", kb(report.size), path.display())
+            }
+            None => println!("  optimized: no: wasm-opt was not found, the module is unoptimized"),
+        }
+        let budget = self.budget.or(package.budget).map(ByteSize::bytes);
+        match budget {
+            Some(budget) => println!(
+                "  budget:    {} ({})",
+                kb(budget),
+                if report.size <= budget { "within" } else { "OVER" }
+            ),
+            None => println!("  budget:    none"),
+        }
+        let shown = ModuleReport { largest: named.largest, ..report };
+        print!("{shown}");
+        if !optimized {
+            println!("  (sizes are of the unoptimized module)");
+        }
+        let unknown = shown.unknown_imports();
+        if !unknown.is_empty() {
+            bail!(
+                "{} imports what this host does not provide: {}",
+                package.name,
+                unknown.join(", ")
+            );
+        }
+        match budget {
+            Some(budget) if shown.size > budget => {
+                Err(OverBudget { module: package.name, size: shown.size, budget }.into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The crate's Cargo.toml, from its directory or itself.
+fn manifest_path(path: &Path) -> anyhow::Result<PathBuf> {
+    let manifest = if path.is_dir() { path.join("Cargo.toml") } else { path.to_path_buf() };
+    anyhow::ensure!(manifest.is_file(), "{}: no Cargo.toml there", path.display());
+    manifest.canonicalize().with_context(|| format!("reading {}", manifest.display()))
+}
+
+/// What the build needs to know about the crate, from `cargo metadata`.
+#[derive(Debug)]
+struct Package {
+    name: String,
+    /// The library's file stem (`-` becomes `_`).
+    lib: String,
+    target_directory: PathBuf,
+    budget: Option<ByteSize>,
+    wasm_opt: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    packages: Vec<MetaPackage>,
+    target_directory: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct MetaPackage {
+    name: String,
+    manifest_path: PathBuf,
+    targets: Vec<MetaTarget>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct MetaTarget {
+    name: String,
+    crate_types: Vec<String>,
+}
+
+impl Package {
+    fn of(manifest: &Path) -> anyhow::Result<Self> {
+        let output = Command::new(cargo())
+            .args(["metadata", "--format-version", "1", "--no-deps", "--manifest-path"])
+            .arg(manifest)
+            .output()
+            .context("running cargo metadata")?;
+        if !output.status.success() {
+            bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        let metadata: Metadata =
+            serde_json::from_slice(&output.stdout).context("reading cargo metadata")?;
+        let package = metadata
+            .packages
+            .into_iter()
+            .find(|p| p.manifest_path == manifest)
+            .with_context(|| format!("{}: not a package manifest", manifest.display()))?;
+        let lib = package
+            .targets
+            .iter()
+            .find(|t| t.crate_types.iter().any(|c| c == "cdylib"))
+            .with_context(|| {
+                format!(
+                    "{}: no cdylib library; a worker needs `[lib] crate-type = [\"cdylib\"]`",
+                    package.name
+                )
+            })?
+            .name
+            .replace('-', "_");
+        let edgegate = package.metadata.as_ref().and_then(|m| m.get("edgegate"));
+        let budget = match edgegate.and_then(|e| e.get("budget")) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .as_str()
+                    .context("package.metadata.edgegate.budget must be a string like \"64KB\"")?
+                    .parse::<ByteSize>()
+                    .context("package.metadata.edgegate.budget")?,
+            ),
+        };
+        let wasm_opt = match edgegate.and_then(|e| e.get("wasm-opt")) {
+            None => Vec::new(),
+            Some(value) => serde_json::from_value(value.clone())
+                .context("package.metadata.edgegate.wasm-opt must be a list of flags")?,
+        };
+        Ok(Self {
+            name: package.name,
+            lib,
+            target_directory: metadata.target_directory,
+            budget,
+            wasm_opt,
+        })
+    }
+}
+
+fn cargo() -> std::ffi::OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+/// Adds the wasm32 target with rustup when the crate's toolchain lacks it.
+fn ensure_target(dir: &Path) -> anyhow::Result<()> {
+    let installed = Command::new("rustc")
+        .current_dir(dir)
+        .args(["--print", "target-libdir", "--target", TARGET])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .is_some_and(|libdir| libdir.is_dir());
+    if installed {
+        return Ok(());
+    }
+    eprintln!("the {TARGET} target is missing: running `rustup target add {TARGET}`");
+    let added = Command::new("rustup").current_dir(dir).args(["target", "add", TARGET]).status();
+    match added {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => bail!(
+            "`rustup target add {TARGET}` failed ({status}); install the target for this crate's toolchain and build again"
+        ),
+        Err(e) => bail!(
+            "the {TARGET} target is missing and rustup could not be run ({e}); install the target (e.g. `rustup target add {TARGET}`) and build again"
+        ),
+    }
+}
+
+/// wasm-opt: `$EDGEGATE_WASM_OPT`, then PATH, then an npm `binaryen` install in
+/// `node_modules` or `tools/node_modules` (this repository's `tools/install`) of `dir` or any
+/// directory above it.
+fn wasm_opt(dir: &Path) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("EDGEGATE_WASM_OPT").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|p| p.join("wasm-opt")).find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        dir.ancestors()
+            .flat_map(|d| {
+                ["node_modules", "tools/node_modules"].map(|m| d.join(m).join(".bin/wasm-opt"))
+            })
+            .find(|p| p.is_file())
+    })
+}
