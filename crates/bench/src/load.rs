@@ -19,7 +19,7 @@
 //! granularity, too coarse for a schedule with requests 100 µs apart; a client that
 //! busy-polled all the time would never pay that wake-up and would report less latency than
 //! wrk on the same endpoint.) Only the send is made punctual: the timer wakes the dispatcher
-//! [`WAKE_EARLY`] before the due time and it yields to the event loop until then, so the
+//! `WAKE_EARLY` (150 µs) before the due time and it yields to the event loop until then, so the
 //! timer's own wake-up is not counted as the server's latency.
 //!
 //! Each load thread (one per load CPU) runs its own single-threaded runtime, its own
