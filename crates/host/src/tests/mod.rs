@@ -95,7 +95,7 @@ async fn routes_to_the_worker_and_tags_the_response() {
     let (status, headers, body) =
         send(&g, request(Method::POST, "/echo", r#"{"b":1,"a":[]}"#)).await;
     assert_eq!(status, 200);
-    assert_eq!(body, r#"{"a":[],"b":1}"#);
+    assert_eq!(body, r#"{"b":1,"a":[]}"#);
     assert_eq!(headers["x-request-id"].len(), 16);
 }
 
