@@ -4,7 +4,7 @@
 use std::fmt;
 
 use anyhow::Context;
-use edgegate_abi::{ABI_VERSION, IMPORT_MODULE, imports};
+use edgegate_abi::{ABI_VERSION, imports};
 use wasmparser::{ExternalKind, KnownCustom, Name, Parser, Payload, TypeRef};
 
 /// One WebAssembly page.
@@ -103,7 +103,7 @@ impl ModuleReport {
     pub fn unknown_imports(&self) -> Vec<String> {
         self.imports
             .iter()
-            .filter(|(module, name)| module != IMPORT_MODULE || !imports::ALL.contains(&&**name))
+            .filter(|(module, name)| !imports::provided(module, name))
             .map(|(module, name)| format!("{module}::{name}"))
             .collect()
     }

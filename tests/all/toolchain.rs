@@ -94,18 +94,8 @@ fn a_module_over_its_budget_exits_3_with_the_report() {
 
 #[test]
 fn check_names_an_import_the_host_does_not_provide() {
-    let dir = tempfile::tempdir().unwrap();
-    let module = dir.path().join("teleport.wasm");
-    let wasm = wat::parse_str(
-        r#"(module
-            (import "edgegate_v1" "teleport" (func (param i32) (result i32)))
-            (memory (export "memory") 1)
-            (func (export "edgegate_v1_handle") (param i32) (result i64) i64.const 0))"#,
-    )
-    .unwrap();
-    std::fs::write(&module, wasm).unwrap();
     let (code, _, stderr) =
-        check(&format!("[workers.t]\nmodule = {:?}\n", module.display().to_string()));
+        check(&format!("[workers.t]\nmodule = {:?}\n", edgegate_guests::UNKNOWN_IMPORT));
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("`edgegate_v1::teleport`"), "{stderr}");
 }

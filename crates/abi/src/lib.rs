@@ -227,6 +227,11 @@ pub mod imports {
     /// taken).
     pub const FETCH_WAIT: &str = "fetch_wait";
 
+    /// Whether the host provides `module::name`: one of [`ALL`] from [`crate::IMPORT_MODULE`].
+    pub fn provided(module: &str, name: &str) -> bool {
+        module == crate::IMPORT_MODULE && ALL.contains(&name)
+    }
+
     /// Every host function of this ABI version: a module importing anything else from
     /// [`crate::IMPORT_MODULE`] (or from another module) cannot be linked.
     pub const ALL: &[&str] = &[

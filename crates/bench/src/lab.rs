@@ -243,8 +243,7 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
         if let Some(wrk) = &self.plan.wrk {
             self.progress.set_message(format!("{name}: cross-check with wrk"));
             let check = self.cross_check(&server, wrk)?;
-            let (wrk, lab, sent) =
-                (check.median(|r| r.wrk), check.median(|r| r.lab), check.median(|r| r.lab_sent));
+            let (wrk, lab, sent) = check.medians();
             (self.say)(format!(
                 "{name}: cross-check, medians of {} rounds: p50 lab {:.0} µs ({:.0} from the \
                  send), wrk {:.0} µs; p99 lab {:.0} µs ({:.0}), wrk {:.0} µs",
@@ -304,13 +303,12 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
             let lab = load::run(&spec, &templates, &self.cpus.load);
             let (wrk_rate, wrk) = wrk_result(running)?;
             let lab = lab?;
-            let (due, sent) = (lab.corrected.summary(), lab.uncorrected.summary());
             rounds.push(CrossRound {
                 lab_rate: rate,
                 wrk_rate,
                 wrk,
-                lab: Percentiles { p50: due.p50, p99: due.p99 },
-                lab_sent: Percentiles { p50: sent.p50, p99: sent.p99 },
+                lab: lab.corrected.summary().into(),
+                lab_sent: lab.uncorrected.summary().into(),
             });
             // The next round's lab runs at the rate wrk reached in this one.
             rate = wrk_rate;

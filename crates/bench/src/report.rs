@@ -148,6 +148,18 @@ impl Percentiles {
     pub fn differences(&self, reference: &Self) -> (f64, f64) {
         ((self.p50 - reference.p50) / reference.p50, (self.p99 - reference.p99) / reference.p99)
     }
+
+    /// Whether `self` is within [`CrossCheck::TOLERANCE`] of `reference` at p50 and p99.
+    pub fn agrees_with(&self, reference: &Self) -> bool {
+        let (p50, p99) = self.differences(reference);
+        p50.abs() <= CrossCheck::TOLERANCE && p99.abs() <= CrossCheck::TOLERANCE
+    }
+}
+
+impl From<Summary> for Percentiles {
+    fn from(s: Summary) -> Self {
+        Self { p50: s.p50, p99: s.p99 }
+    }
 }
 
 impl CrossCheck {
@@ -168,10 +180,9 @@ impl CrossCheck {
         Percentiles { p50: middle(&|p| p.p50), p99: middle(&|p| p.p99) }
     }
 
-    /// Whether the lab's medians are within [`Self::TOLERANCE`] of wrk's, at p50 and p99.
-    pub fn agrees(&self, lab: impl Fn(&CrossRound) -> Percentiles) -> bool {
-        let (p50, p99) = self.median(lab).differences(&self.median(|r| r.wrk));
-        p50.abs() <= Self::TOLERANCE && p99.abs() <= Self::TOLERANCE
+    /// The medians of wrk, of the lab from the due time, and of the lab from the send.
+    pub fn medians(&self) -> (Percentiles, Percentiles, Percentiles) {
+        (self.median(|r| r.wrk), self.median(|r| r.lab), self.median(|r| r.lab_sent))
     }
 }
 
@@ -539,8 +550,7 @@ impl Results {
                     pair(r.lab_sent)
                 );
             }
-            let (wrk, lab, sent) =
-                (check.median(|r| r.wrk), check.median(|r| r.lab), check.median(|r| r.lab_sent));
+            let (wrk, lab, sent) = check.medians();
             let percent = |(a, b): (f64, f64)| format!("{:+.0} % / {:+.0} %", a * 100.0, b * 100.0);
             let verdict = |agrees: bool| if agrees { "agrees" } else { "**does not agree**" };
             let _ = writeln!(
@@ -550,10 +560,10 @@ impl Results {
                 pair(wrk),
                 pair(lab),
                 percent(lab.differences(&wrk)),
-                verdict(check.agrees(|r| r.lab)),
+                verdict(lab.agrees_with(&wrk)),
                 pair(sent),
                 percent(sent.differences(&wrk)),
-                verdict(check.agrees(|r| r.lab_sent)),
+                verdict(sent.agrees_with(&wrk)),
             );
         }
     }
@@ -663,7 +673,7 @@ mod tests {
         let lab = c.median(|r| r.lab);
         assert_eq!((wrk.p50, wrk.p99), (100.0, 420.0));
         assert_eq!((lab.p50, lab.p99), (110.0, 430.0));
-        assert!(c.agrees(|r| r.lab));
+        assert!(lab.agrees_with(&wrk));
         // An even count takes the mean of the middle two.
         let even =
             check(vec![round((100.0, 400.0), (0.0, 0.0)), round((120.0, 600.0), (0.0, 0.0))]);
@@ -673,11 +683,12 @@ mod tests {
     #[test]
     fn the_cross_check_fails_when_either_percentile_is_off() {
         let p99_off = check(vec![round((100.0, 400.0), (105.0, 470.0))]);
-        assert!(!p99_off.agrees(|r| r.lab), "p99 is 17.5 % over");
+        let agrees = |c: &CrossCheck| c.median(|r| r.lab).agrees_with(&c.median(|r| r.wrk));
+        assert!(!agrees(&p99_off), "p99 is 17.5 % over");
         let p50_off = check(vec![round((100.0, 400.0), (84.0, 400.0))]);
-        assert!(!p50_off.agrees(|r| r.lab), "p50 is 16 % under");
+        assert!(!agrees(&p50_off), "p50 is 16 % under");
         let within = check(vec![round((100.0, 400.0), (114.0, 341.0))]);
-        assert!(within.agrees(|r| r.lab));
+        assert!(agrees(&within));
     }
 
     #[test]

@@ -109,18 +109,20 @@ impl Runtime {
         self.engine.precompile_module(wasm)
     }
 
-    pub(crate) fn compile(&self, wasm: &[u8]) -> wasmtime::Result<(Module, CacheOutcome)> {
+    pub(crate) fn compile(&self, wasm: &[u8]) -> Result<(Module, CacheOutcome), LoadError> {
         if Engine::detect_precompiled(wasm).is_some() {
             // SAFETY: `Module::deserialize` runs the artifact's machine code, so it must be a
             // `precompile_module` output. A `.cwasm` is code the operator deploys, trusted like
             // this binary (docs/toolchain.md says so); Wasmtime checks its header and refuses
             // one from another version or with other settings.
-            let module = unsafe { Module::deserialize(&self.engine, wasm) }?;
+            let module = unsafe { Module::deserialize(&self.engine, wasm) }
+                .map_err(LoadError::Precompiled)?;
             return Ok((module, CacheOutcome::Precompiled));
         }
         match &self.cache {
             Some(cache) => cache.load_or_compile(&self.engine, wasm),
-            None => Ok((Module::new(&self.engine, wasm)?, CacheOutcome::Miss)),
+            None => Module::new(&self.engine, wasm).map(|m| (m, CacheOutcome::Miss)),
         }
+        .map_err(LoadError::Compile)
     }
 }

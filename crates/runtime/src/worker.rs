@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY, IMPORT_MODULE};
+use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY};
 use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
 
 use crate::Runtime;
@@ -96,17 +96,11 @@ impl Worker {
         if spec.limits.memory > max {
             return Err(LoadError::MemoryLimitTooLarge { limit: spec.limits.memory, max });
         }
-        let (module, cache) = runtime.compile(spec.wasm).map_err(|e| {
-            if wasmtime::Engine::detect_precompiled(spec.wasm).is_some() {
-                LoadError::Precompiled(e)
-            } else {
-                LoadError::Compile(e)
-            }
-        })?;
+        let (module, cache) = runtime.compile(spec.wasm)?;
         check_exports(&module, &spec.limits)?;
-        if let Some(import) = module.imports().find(|i| {
-            i.module() != IMPORT_MODULE || !edgegate_abi::imports::ALL.contains(&i.name())
-        }) {
+        if let Some(import) =
+            module.imports().find(|i| !edgegate_abi::imports::provided(i.module(), i.name()))
+        {
             return Err(LoadError::UnknownImport(format!(
                 "{}::{}",
                 import.module(),
