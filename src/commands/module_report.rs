@@ -93,7 +93,12 @@ impl ModuleReport {
             .into_iter()
             .take(LARGEST)
             .map(|(index, len)| {
-                (names.remove(&index).unwrap_or_else(|| format!("function #{index}")), len)
+                let name = names.remove(&index).map_or_else(
+                    || format!("function #{index}"),
+                    // `{:#}`: without the symbol's hash.
+                    |name| format!("{:#}", rustc_demangle::demangle(&name)),
+                );
+                (name, len)
             })
             .collect();
         Ok(report)

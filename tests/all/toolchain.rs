@@ -89,15 +89,28 @@ fn a_module_over_its_budget_exits_3_with_the_report() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("OVER") && stdout.contains("largest functions"), "{stdout}");
+    // Function names are demangled: `edgegate_abi::request::RequestView::parse`, not `_ZN…E`.
+    let functions: Vec<&str> =
+        stdout.lines().skip_while(|l| !l.contains("largest functions")).skip(1).collect();
+    assert!(functions.iter().any(|l| l.contains("::")), "{stdout}");
+    assert!(!functions.iter().any(|l| l.contains("_ZN") || l.contains(" _R")), "{stdout}");
     assert!(text(&out.stderr).contains("over the budget of 1.0 KB"), "{}", text(&out.stderr));
 }
 
 #[test]
 fn check_names_an_import_the_host_does_not_provide() {
-    let (code, _, stderr) =
-        check(&format!("[workers.t]\nmodule = {:?}\n", edgegate_guests::UNKNOWN_IMPORT));
+    // With a second broken worker: one run names both, not only the first.
+    let (code, _, stderr) = check(&format!(
+        "[workers.t]\nmodule = {:?}\n[workers.u]\nmodule = \"no-such-file.wasm\"\n",
+        edgegate_guests::UNKNOWN_IMPORT
+    ));
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("`edgegate_v1::teleport`"), "{stderr}");
+    assert!(stderr.contains("2 errors:"), "{stderr}");
+    assert!(
+        stderr.contains("workers.u.module") && stderr.contains("no-such-file.wasm"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -525,6 +525,28 @@ impl ConfigError {
             position: None,
         }
     }
+
+    /// One error for several: itself when there is one, else one that lists them all, a line
+    /// each (`2 errors:` then `  workers.a.module: …`).
+    pub(crate) fn all(file: &str, mut errors: Vec<ConfigError>) -> Self {
+        if errors.len() == 1 {
+            return errors.remove(0);
+        }
+        let mut message = format!("{} errors:", errors.len());
+        for error in errors {
+            message.push_str("\n  ");
+            if error.file != file {
+                message.push_str(&error.file);
+                message.push_str(": ");
+            }
+            if let Some(key) = &error.key {
+                message.push_str(key);
+                message.push_str(": ");
+            }
+            message.push_str(&error.message);
+        }
+        Self { file: file.to_owned(), key: None, message, position: None }
+    }
 }
 
 /// A parsed configuration and where it came from.

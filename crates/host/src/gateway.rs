@@ -141,37 +141,48 @@ impl Gateway {
         let fetch_pool = FetchPool::new(&config.fetch, fetch_ca.as_deref())
             .map_err(|e| ConfigError::at(&loaded.origin, "fetch.ca_file", e))?;
 
+        // Every worker is tried, so that one run names every module that does not load.
         let mut workers = BTreeMap::new();
+        let mut failed = Vec::new();
         for (name, worker) in &config.workers {
             let key = format!("workers.{name}.module");
-            let wasm = read_module(loaded, &worker.module, builtins)
-                .map_err(|message| ConfigError::at(&loaded.origin, &key, message))?;
-            let keys = match &worker.jwt {
-                Some(jwt) => {
-                    let loaded_keys = crate::keyring::load(loaded, name, jwt).await?;
-                    background.0.extend(loaded_keys.tasks);
-                    Some(loaded_keys.keys)
-                }
-                None => None,
+            let loading = async {
+                let wasm = read_module(loaded, &worker.module, builtins)
+                    .map_err(|message| ConfigError::at(&loaded.origin, &key, message))?;
+                let keys = match &worker.jwt {
+                    Some(jwt) => {
+                        let loaded_keys = crate::keyring::load(loaded, name, jwt).await?;
+                        background.0.extend(loaded_keys.tasks);
+                        Some(loaded_keys.keys)
+                    }
+                    None => None,
+                };
+                runtime
+                    .load(WorkerSpec {
+                        name,
+                        wasm: &wasm,
+                        limits: (&worker.limits).into(),
+                        config: worker_config(worker),
+                        keys,
+                        kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
+                        fetcher: fetcher(worker, &upstreams, &fetch_pool),
+                    })
+                    .map_err(|e| {
+                        ConfigError::at(
+                            &loaded.origin,
+                            &key,
+                            format!("`{}`: {}", worker.module, error_chain(&e)),
+                        )
+                    })
             };
             let started = Instant::now();
-            let loaded_worker = runtime
-                .load(WorkerSpec {
-                    name,
-                    wasm: &wasm,
-                    limits: (&worker.limits).into(),
-                    config: worker_config(worker),
-                    keys,
-                    kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
-                    fetcher: fetcher(worker, &upstreams, &fetch_pool),
-                })
-                .map_err(|e| {
-                    ConfigError::at(
-                        &loaded.origin,
-                        &key,
-                        format!("`{}`: {}", worker.module, error_chain(&e)),
-                    )
-                })?;
+            let loaded_worker = match loading.await {
+                Ok(loaded_worker) => loaded_worker,
+                Err(error) => {
+                    failed.push(error);
+                    continue;
+                }
+            };
             tracing::info!(
                 worker = %name,
                 module = %worker.module,
@@ -183,6 +194,10 @@ impl Gateway {
                 name.clone(),
                 (loaded_worker, Arc::<[String]>::from(worker.upstreams.clone())),
             );
+        }
+
+        if !failed.is_empty() {
+            return Err(ConfigError::all(&loaded.origin, failed));
         }
 
         let server_limit = config.server.max_request_body.bytes();

@@ -2,7 +2,7 @@
 //! default) and re-encoded as a baseline JPEG.
 //!
 //! ```text
-//!  JPEG ─▶ zune-jpeg (RGBA) ─▶ fast_image_resize (bilinear, wasm SIMD) ─▶ jpeg-encoder ─▶ JPEG
+//!  JPEG ─▶ zune-jpeg (RGBA) ─▶ resize (triangle filter, wasm SIMD) ─▶ jpeg-encoder ─▶ JPEG
 //! ```
 //!
 //! Pure Rust, no host calls besides reading the request: the work is all the guest's own, which
@@ -35,10 +35,10 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 
+pub mod resize;
+
 use edgegate_sdk::host::Config;
 use edgegate_sdk::{Request, Response};
-use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use zune_jpeg::JpegDecoder;
 use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
@@ -108,23 +108,17 @@ pub fn resize_jpeg(jpeg: &[u8], target: &Target) -> Result<Vec<u8>, Error> {
     let mut decoder = JpegDecoder::new_with_options(ZCursor::new(jpeg), options);
     decoder.decode_headers().map_err(|_| Error::InvalidImage)?;
     let info = decoder.info().ok_or(Error::InvalidImage)?;
-    let (width, height) = (u32::from(info.width), u32::from(info.height));
+    let (width, height) = (usize::from(info.width), usize::from(info.height));
     // Checked before anything is allocated: a small file can declare a huge picture.
-    if u64::from(width) * u64::from(height) > target.max_pixels {
+    if u64::from(info.width) * u64::from(info.height) > target.max_pixels {
         return Err(Error::TooLarge);
     }
     let pixels = decoder.decode().map_err(|_| Error::InvalidImage)?;
-    let src =
-        ImageRef::new(width, height, &pixels, PixelType::U8x4).map_err(|_| Error::InvalidImage)?;
-    let mut dst = Image::new(u32::from(target.width), u32::from(target.height), PixelType::U8x4);
-    let options = ResizeOptions::new()
-        .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
-        .use_alpha(false);
-    Resizer::new().resize(&src, &mut dst, &options).map_err(|_| Error::InvalidImage)?;
-    drop(pixels);
+    let size = (usize::from(target.width), usize::from(target.height));
+    let small = resize::resize(pixels, (width, height), size).ok_or(Error::InvalidImage)?;
     let mut out = Vec::with_capacity(64 << 10);
     jpeg_encoder::Encoder::new(&mut out, target.quality)
-        .encode(dst.buffer(), target.width, target.height, jpeg_encoder::ColorType::Rgba)
+        .encode(&small, target.width, target.height, jpeg_encoder::ColorType::Rgba)
         .map_err(|_| Error::Encode)?;
     Ok(out)
 }
