@@ -73,10 +73,27 @@ fn a_scaffold_builds_serves_and_answers() {
 }
 
 #[test]
-fn the_kv_and_auth_templates_build_too() {
+fn every_template_builds_and_passes_its_own_tests() {
     let dir = tempfile::tempdir().unwrap();
-    for template in ["kv", "auth"] {
-        scaffold(dir.path(), template);
+    for template in ["echo", "kv", "auth"] {
+        let module = scaffold(dir.path(), template);
+        // The generated tests run natively, as `cargo test` in the new crate runs them.
+        let out = Command::new(env!("CARGO"))
+            .arg("test")
+            .current_dir(module.parent().unwrap())
+            .env(
+                "CARGO_TARGET_DIR",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffolds-native"),
+            )
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{template}: {stdout}\n{}", text(&out.stderr));
+        let passed = stdout.lines().find(|l| l.starts_with("test result: ok.")).unwrap_or("");
+        assert!(
+            !passed.starts_with("test result: ok. 0 passed"),
+            "{template}: no tests ran\n{stdout}"
+        );
     }
 }
 
