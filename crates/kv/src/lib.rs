@@ -23,6 +23,7 @@
 
 mod disk;
 mod memory;
+pub mod metrics;
 mod remote;
 mod seed;
 

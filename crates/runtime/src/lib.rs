@@ -48,13 +48,17 @@ mod worker;
 #[cfg(test)]
 mod tests;
 
+/// The `tracing` target of edgegate's trace spans (request, instantiate, guest, hostcalls,
+/// upstream): exported over OTLP when configured, and kept out of the logs.
+pub const SPAN_TARGET: &str = "edgegate::span";
+
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};
 pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache};
-pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId};
+pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, Usage};
 pub use worker::{ModuleInfo, Worker, WorkerSpec};
 
 use request::RequestState;

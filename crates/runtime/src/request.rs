@@ -12,12 +12,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgegate_abi::outcome::{EditOp, ErrorCode, Outcome as AbiOutcome};
 use edgegate_abi::request::{Headers, RequestParts};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use tracing::Instrument;
+use tracing::field::Empty;
 use wasmtime::{Memory, ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
 
 use crate::cpu;
@@ -34,6 +36,21 @@ impl std::fmt::Display for RequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:016x}", self.0)
     }
+}
+
+/// What one request's guest cost, measured whether it answered or failed (what was not
+/// reached stays zero: a request refused for capacity never instantiated).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Wall time to instantiate the module: a pool slot, copy-on-write memory, the start.
+    pub instantiate: Duration,
+    /// Wall time of the guest's call, waits for async host calls included.
+    pub guest: Duration,
+    /// CPU time of the guest's call on its thread: what the CPU budget counts (the waits are
+    /// not in it).
+    pub cpu: Duration,
+    /// The guest's linear memory at the end, in bytes: its peak, since Wasm memory only grows.
+    pub memory_peak: u64,
 }
 
 /// A request as the runtime hands it to a guest: the head and the complete body.
@@ -161,6 +178,7 @@ pub(crate) struct RequestState {
     pub(crate) kept: Option<Kept>,
     pub(crate) fetches: Fetches,
     pub(crate) stop: Option<Stop>,
+    usage: Usage,
     /// Epoch ticks the guest has been seen running at.
     ticks_seen: u32,
     memory_refused: bool,
@@ -318,11 +336,14 @@ pub(crate) async fn run(
     target: Target<'_>,
     request: GuestRequest,
     request_id: RequestId,
-) -> Result<GuestOutcome, ExecError> {
+) -> (Result<GuestOutcome, ExecError>, Usage) {
     let limits = &target.shared.limits;
-    let request_len = edgegate_abi::request::encoded_len(&request.parts())
+    let Some(request_len) = edgegate_abi::request::encoded_len(&request.parts())
         .and_then(|len| u32::try_from(len).ok())
-        .ok_or_else(|| ExecError::new(ExecErrorKind::Internal, "request does not fit in 4 GiB"))?;
+    else {
+        let error = ExecError::new(ExecErrorKind::Internal, "request does not fit in 4 GiB");
+        return (Err(error), Usage::default());
+    };
     let deadline = Instant::now() + limits.deadline;
     let state = RequestState {
         worker: target.shared.clone(),
@@ -335,6 +356,7 @@ pub(crate) async fn run(
         kept: None,
         fetches: Fetches::default(),
         stop: None,
+        usage: Usage::default(),
         ticks_seen: 0,
         memory_refused: false,
         deadline,
@@ -350,21 +372,24 @@ pub(crate) async fn run(
         let call = std::pin::pin!(call_guest(&mut store, &target, request_len));
         tokio::time::timeout_at(deadline.into(), call).await
     };
-    let packed = match result {
-        Ok(Ok(packed)) => packed,
-        Ok(Err(error)) => return Err(classify(store.data(), error)),
-        Err(_elapsed) => {
-            return Err(ExecError::new(
-                ExecErrorKind::DeadlineExceeded,
-                format!("no outcome after {:?}", limits.deadline),
-            ));
-        }
-    };
-    let mut outcome = decode(&store, packed, limits)?;
-    if let GuestOutcome::Forward(forward) = &mut outcome {
-        forward.request = std::mem::take(&mut store.data_mut().request);
+    let mut usage = store.data().usage;
+    if let Some(memory) = store.data().memory {
+        usage.memory_peak = memory.data_size(&store) as u64;
     }
-    Ok(outcome)
+    let outcome = match result {
+        Ok(Ok(packed)) => decode(&store, packed, limits).map(|mut outcome| {
+            if let GuestOutcome::Forward(forward) = &mut outcome {
+                forward.request = std::mem::take(&mut store.data_mut().request);
+            }
+            outcome
+        }),
+        Ok(Err(error)) => Err(classify(store.data(), error)),
+        Err(_elapsed) => Err(ExecError::new(
+            ExecErrorKind::DeadlineExceeded,
+            format!("no outcome after {:?}", limits.deadline),
+        )),
+    };
+    (outcome, usage)
 }
 
 async fn call_guest(
@@ -372,7 +397,13 @@ async fn call_guest(
     target: &Target<'_>,
     request_len: u32,
 ) -> wasmtime::Result<u64> {
-    let instance = target.pre.instantiate_async(&mut *store).await?;
+    let started = Instant::now();
+    let instance = target
+        .pre
+        .instantiate_async(&mut *store)
+        .instrument(tracing::info_span!(target: crate::SPAN_TARGET, "instantiate"))
+        .await?;
+    store.data_mut().usage.instantiate = started.elapsed();
     let memory = instance
         .get_module_export(&mut *store, target.memory)
         .and_then(|export| export.into_memory())
@@ -386,8 +417,18 @@ async fn call_guest(
     // Only the guest's call is metered: instantiating is the gateway's work, and it can be
     // slow for reasons that are not the worker's (a cold process whose pages the kernel took
     // back while it sat idle).
-    let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
-    cpu::metered(call).await
+    let started = Instant::now();
+    let (result, cpu) = {
+        let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
+        let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
+        let (result, cpu) = cpu::metered(call).instrument(span.clone()).await;
+        span.record("cpu_us", cpu.as_micros() as u64);
+        (result, cpu)
+    };
+    let usage = &mut store.data_mut().usage;
+    usage.guest = started.elapsed();
+    usage.cpu = cpu;
+    result
 }
 
 /// Turns a failed call into the kind of failure it was.

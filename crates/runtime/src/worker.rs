@@ -14,7 +14,7 @@ use crate::keys::Keys;
 use crate::limits::Limits;
 use crate::module_cache::CacheOutcome;
 use crate::request::{
-    self, GuestOutcome, GuestRequest, RequestId, RequestState, Target, WorkerShared,
+    self, GuestOutcome, GuestRequest, RequestId, RequestState, Target, Usage, WorkerShared,
 };
 
 /// What to load: a module and the limits and configuration it runs with.
@@ -159,6 +159,16 @@ impl Worker {
         request: GuestRequest,
         id: RequestId,
     ) -> Result<GuestOutcome, ExecError> {
+        self.handle_measured(request, id).await.0
+    }
+
+    /// [`handle`](Self::handle), and what the request cost: instantiation, guest wall and CPU
+    /// time, peak memory. The gateway's logs, metrics and `server-timing` come from it.
+    pub async fn handle_measured(
+        &self,
+        request: GuestRequest,
+        id: RequestId,
+    ) -> (Result<GuestOutcome, ExecError>, Usage) {
         let inner = &*self.inner;
         let target = Target {
             shared: &inner.shared,

@@ -7,9 +7,10 @@ use edgegate_abi::HostError;
 use edgegate_abi::outcome::ResponseWriter;
 use edgegate_abi::request::RequestView;
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
+use tracing::Instrument;
 use wasmtime::Caller;
 
-use super::{answer, enter, kept, slice};
+use super::{answer, enter, hostcall_span, kept, slice};
 use crate::fetch::FetchError;
 use crate::request::{KeptCall, RequestState};
 
@@ -57,6 +58,7 @@ pub(super) fn fetch_start(
         Ok(future) => {
             state.fetches.started += 1;
             let handle = state.fetches.pending.len() as i32;
+            let future = future.instrument(hostcall_span!("fetch", "request"));
             state.fetches.pending.push(Some(tokio::spawn(future)));
             Ok(handle)
         }
@@ -83,35 +85,39 @@ pub(super) fn fetch_wait<'a>(
     mut caller: Caller<'a, RequestState>,
     (handle, out_ptr, out_cap): (u32, u32, u32),
 ) -> Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a> {
-    Box::new(async move {
-        if enter(&mut caller)?.is_none() {
-            return Ok(HostError::InvalidArgument.code());
-        }
-        let id = handle.to_le_bytes();
-        let is_same =
-            |_: &[u8], call: &KeptCall| call.matches(KeptCall::FETCH, Some(b""), Some(&id));
-        if let Some((call, response)) = kept(&mut caller, is_same) {
-            return Ok(answer(&mut caller, |_, _| call, response, out_ptr, out_cap));
-        }
-        let state = caller.data_mut();
-        let Some(task) = state.fetches.pending.get_mut(handle as usize).and_then(Option::take)
-        else {
-            return Ok(HostError::InvalidArgument.code());
-        };
-        let result = match task.await {
-            Ok(result) => result,
-            Err(e) => Err(FetchError::Unavailable(format!("the fetch task failed: {e}"))),
-        };
-        match result {
-            Ok(response) => {
-                let call = |_: &[u8], _: &RequestState| KeptCall::new(KeptCall::FETCH, "", &id);
-                Ok(answer(&mut caller, call, encode(response), out_ptr, out_cap))
+    let span = hostcall_span!("fetch", "wait");
+    Box::new(Instrument::instrument(
+        async move {
+            if enter(&mut caller)?.is_none() {
+                return Ok(HostError::InvalidArgument.code());
             }
-            Err(e) => {
-                let state = caller.data();
-                tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch failed: {e}");
-                Ok(e.host_error().code())
+            let id = handle.to_le_bytes();
+            let is_same =
+                |_: &[u8], call: &KeptCall| call.matches(KeptCall::FETCH, Some(b""), Some(&id));
+            if let Some((call, response)) = kept(&mut caller, is_same) {
+                return Ok(answer(&mut caller, |_, _| call, response, out_ptr, out_cap));
             }
-        }
-    })
+            let state = caller.data_mut();
+            let Some(task) = state.fetches.pending.get_mut(handle as usize).and_then(Option::take)
+            else {
+                return Ok(HostError::InvalidArgument.code());
+            };
+            let result = match task.await {
+                Ok(result) => result,
+                Err(e) => Err(FetchError::Unavailable(format!("the fetch task failed: {e}"))),
+            };
+            match result {
+                Ok(response) => {
+                    let call = |_: &[u8], _: &RequestState| KeptCall::new(KeptCall::FETCH, "", &id);
+                    Ok(answer(&mut caller, call, encode(response), out_ptr, out_cap))
+                }
+                Err(e) => {
+                    let state = caller.data();
+                    tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch failed: {e}");
+                    Ok(e.host_error().code())
+                }
+            }
+        },
+        span,
+    ))
 }

@@ -27,6 +27,7 @@ pub(super) fn jws_verify(
     sig_ptr: u32,
     sig_len: u32,
 ) -> wasmtime::Result<i32> {
+    let _span = super::hostcall_span!("jwt", "verify").entered();
     let Some((data, state)) = enter(&mut caller)? else {
         return Ok(HostError::InvalidArgument.code());
     };

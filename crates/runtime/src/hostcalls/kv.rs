@@ -13,13 +13,24 @@ use std::time::Duration;
 use bytes::Bytes;
 use edgegate_abi::kv::{ListBlock, MAX_KEY_LEN, MAX_LIST, NO_TTL};
 use edgegate_abi::{HeaderBlock, HostError};
+use edgegate_kv::metrics::Op;
 use edgegate_kv::{Backend, KvError, Store};
 use wasmtime::Caller;
 
-use super::{answer, enter, kept, slice, slice_mut};
+use tracing::Instrument;
+
+use super::{answer, enter, hostcall_span, kept, slice, slice_mut};
 use crate::request::{KeptCall, RequestState};
 
 type HostFuture<'a> = Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a>;
+
+/// `call`, boxed for Wasmtime, inside `span`.
+fn traced<'a>(
+    span: tracing::Span,
+    call: impl Future<Output = wasmtime::Result<i32>> + Send + 'a,
+) -> HostFuture<'a> {
+    Box::new(call.instrument(span))
+}
 
 /// A key copied out of guest memory, on the stack.
 struct Key {
@@ -113,11 +124,9 @@ fn memory_get(
     if key_len as usize > MAX_KEY_LEN {
         return Some(Err(HostError::LimitExceeded));
     }
-    Some(
-        slice(data, key_ptr, key_len)
-            .map(|key| memory.get_now(key))
-            .ok_or(HostError::InvalidArgument),
-    )
+    let found = slice(data, key_ptr, key_len).map(|key| memory.get_now(key));
+    state.worker.kv[ns].store.count(Op::Get, found.is_some());
+    Some(found.ok_or(HostError::InvalidArgument))
 }
 
 /// Unwraps the guest's error code, returning it from the hostcall.
@@ -134,7 +143,7 @@ pub(super) fn kv_get<'a>(
     mut caller: Caller<'a, RequestState>,
     (ns_ptr, ns_len, key_ptr, key_len, out_ptr, out_cap): (u32, u32, u32, u32, u32, u32),
 ) -> HostFuture<'a> {
-    Box::new(async move {
+    traced(hostcall_span!("kv", "get"), async move {
         let is_same = |data: &[u8], call: &KeptCall| {
             call.matches(KeptCall::GET, slice(data, ns_ptr, ns_len), slice(data, key_ptr, key_len))
         };
@@ -153,7 +162,7 @@ pub(super) fn kv_get<'a>(
         }
         let store = store(&caller, ns);
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
-        match store.get(key.bytes()).await {
+        match store.observed(Op::Get, store.get(key.bytes())).await {
             Ok(Some(value)) => {
                 let call = |_: &[u8], state: &RequestState| {
                     KeptCall::new(KeptCall::GET, &state.worker.kv[ns].name, key.bytes())
@@ -180,7 +189,7 @@ pub(super) fn kv_get_batch<'a>(
     mut caller: Caller<'a, RequestState>,
     (ns_ptr, ns_len, keys_ptr, keys_len, out_ptr, out_cap): (u32, u32, u32, u32, u32, u32),
 ) -> HostFuture<'a> {
-    Box::new(async move {
+    traced(hostcall_span!("kv", "get_batch"), async move {
         let is_same = |data: &[u8], call: &KeptCall| {
             let keys = slice(data, keys_ptr, keys_len);
             call.matches(KeptCall::GET_BATCH, slice(data, ns_ptr, ns_len), keys)
@@ -199,7 +208,7 @@ pub(super) fn kv_get_batch<'a>(
         let ops = keys.len().max(1) as u32;
         let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
         let store = store(&caller, ns);
-        match store.get_many(&keys).await {
+        match store.observed(Op::GetBatch, store.get_many(&keys)).await {
             Ok(values) => {
                 let mut out = Vec::with_capacity(edgegate_abi::kv::list_len(
                     values.iter().map(|v| v.as_deref()),
@@ -237,14 +246,14 @@ pub(super) fn kv_put<'a>(
         i64,
     ),
 ) -> HostFuture<'a> {
-    Box::new(async move {
+    traced(hostcall_span!("kv", "put"), async move {
         let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
         let store = store(&caller, ns);
         let ttl = guest_try!(ttl(ttl_ms));
         guest_try!(check_value(&caller, value_len as usize));
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
         let value = guest_try!(copy(&mut caller, value_ptr, value_len));
-        match store.put(key.bytes(), &value, ttl).await {
+        match store.observed(Op::Put, store.put(key.bytes(), &value, ttl)).await {
             Ok(()) => Ok(0),
             Err(e) => Ok(failed(caller.data(), ns, &e)),
         }
@@ -255,7 +264,7 @@ pub(super) fn kv_put_batch<'a>(
     mut caller: Caller<'a, RequestState>,
     (ns_ptr, ns_len, entries_ptr, entries_len, ttl_ms): (u32, u32, u32, u32, i64),
 ) -> HostFuture<'a> {
-    Box::new(async move {
+    traced(hostcall_span!("kv", "put_batch"), async move {
         let ttl = guest_try!(ttl(ttl_ms));
         let block = guest_try!(copy(&mut caller, entries_ptr, entries_len));
         let parsed =
@@ -270,7 +279,7 @@ pub(super) fn kv_put_batch<'a>(
         let ops = entries.len().max(1) as u32;
         let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, ops)?);
         let store = store(&caller, ns);
-        match store.put_many(&entries, ttl).await {
+        match store.observed(Op::PutBatch, store.put_many(&entries, ttl)).await {
             Ok(()) => Ok(entries.len() as i32),
             Err(e) => Ok(failed(caller.data(), ns, &e)),
         }
@@ -281,11 +290,11 @@ pub(super) fn kv_delete<'a>(
     mut caller: Caller<'a, RequestState>,
     (ns_ptr, ns_len, key_ptr, key_len): (u32, u32, u32, u32),
 ) -> HostFuture<'a> {
-    Box::new(async move {
+    traced(hostcall_span!("kv", "delete"), async move {
         let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
         let store = store(&caller, ns);
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
-        match store.delete(key.bytes()).await {
+        match store.observed(Op::Delete, store.delete(key.bytes())).await {
             Ok(existed) => Ok(i32::from(existed)),
             Err(e) => Ok(failed(caller.data(), ns, &e)),
         }
@@ -296,7 +305,7 @@ pub(super) fn kv_incr<'a>(
     mut caller: Caller<'a, RequestState>,
     (ns_ptr, ns_len, key_ptr, key_len, delta, ttl_ms, out_ptr): (u32, u32, u32, u32, i64, i64, u32),
 ) -> HostFuture<'a> {
-    Box::new(async move {
+    traced(hostcall_span!("kv", "incr"), async move {
         let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
         let store = store(&caller, ns);
         let ttl = guest_try!(ttl(ttl_ms));
@@ -305,7 +314,7 @@ pub(super) fn kv_incr<'a>(
         if slice(data(&mut caller), out_ptr, 8).is_none() {
             return Ok(HostError::InvalidArgument.code());
         }
-        match store.incr(key.bytes(), delta, ttl).await {
+        match store.observed(Op::Incr, store.incr(key.bytes(), delta, ttl)).await {
             Ok(sum) => {
                 let Some((data, _)) = super::memory(&mut caller) else {
                     return Ok(HostError::InvalidArgument.code());
@@ -336,7 +345,7 @@ pub(super) fn kv_list<'a>(
         u32,
     ),
 ) -> HostFuture<'a> {
-    Box::new(async move {
+    traced(hostcall_span!("kv", "list"), async move {
         // The call's arguments, unambiguously: the prefix's length first.
         let input = |data: &[u8]| -> Option<Vec<u8>> {
             let prefix = slice(data, prefix_ptr, prefix_len)?;
@@ -360,7 +369,10 @@ pub(super) fn kv_list<'a>(
         let Some(fingerprint) = input(data(&mut caller)) else {
             return Ok(HostError::InvalidArgument.code());
         };
-        match store.list(prefix.bytes(), after.bytes(), limit as usize).await {
+        match store
+            .observed(Op::List, store.list(prefix.bytes(), after.bytes(), limit as usize))
+            .await
+        {
             Ok(keys) => {
                 let mut out = Vec::with_capacity(edgegate_abi::kv::list_len(
                     keys.iter().map(|k| Some(&k[..])),

@@ -21,6 +21,20 @@ use edgegate_abi::HostError;
 
 use crate::request::{Kept, KeptCall, RequestState};
 
+/// The trace span of one host call of `class` (`kv`, `fetch`, `jwt`): a child of the guest's
+/// span, named like `kv get`. Disabled, and almost free, unless spans are exported.
+macro_rules! hostcall_span {
+    ($class:literal, $call:literal) => {
+        tracing::info_span!(
+            target: crate::SPAN_TARGET,
+            "hostcall",
+            otel.name = concat!($class, " ", $call),
+            hostcall.class = $class,
+        )
+    };
+}
+pub(crate) use hostcall_span;
+
 /// A linker with every host function of ABI v1.
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> {
     let mut linker = Linker::new(engine);
