@@ -4,6 +4,7 @@
 //! exit 1; usage errors exit 2; `edgegate build` exits 3 for a module over its size budget.
 
 mod commands;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -15,11 +16,20 @@ use clap::Parser;
 struct Cli {
     #[command(subcommand)]
     command: commands::Command,
+    /// How log lines are written: `text` (for people) or `json` (one object per line).
+    #[arg(long, global = true, env = "EDGEGATE_LOG_FORMAT", value_enum, default_value_t)]
+    log_format: telemetry::LogFormat,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let _telemetry = match telemetry::init(cli.log_format) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     match cli.command.execute() {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -34,16 +44,4 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// Logs go to stderr, filtered by `EDGEGATE_LOG` (`tracing_subscriber::EnvFilter` syntax, e.g.
-/// `info,edgegate::access=warn`); `info` by default.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("EDGEGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }

@@ -18,7 +18,7 @@ pub struct ServeCommand {
     /// prints it.
     #[arg(long, env = "EDGEGATE_LISTEN", value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// Address of the admin listener (/healthz); overrides `server.admin`.
+    /// Address of the admin listener (/healthz, /metrics); overrides `server.admin`.
     #[arg(long, env = "EDGEGATE_ADMIN", value_name = "ADDR")]
     admin: Option<SocketAddr>,
 }
@@ -42,6 +42,8 @@ impl ServeCommand {
             // Before the addresses are printed: whoever reads them may signal at once.
             let shutdown =
                 edgegate_host::shutdown_signal().context("installing signal handlers")?;
+            // Before the gateway: its routes, workers and upstreams register their metrics.
+            edgegate_host::metrics::install().map_err(anyhow::Error::msg)?;
             let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN).await?;
             let server = Server::bind(gateway, listen, admin)
                 .await

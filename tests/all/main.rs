@@ -9,6 +9,7 @@ mod demo;
 mod hostile;
 mod kv;
 mod limits;
+mod observability;
 mod shutdown;
 mod support;
 mod toolchain;

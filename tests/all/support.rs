@@ -70,17 +70,29 @@ pub fn spinning_hostile_with(server: &str, limits: &str, worker: &str) -> String
 impl Gateway {
     /// `edgegate serve --config <config>` on free ports.
     pub fn start(config: &str) -> Self {
+        Self::start_with(config, &[], &[])
+    }
+
+    /// [`Gateway::start`] with more arguments and environment variables.
+    pub fn start_with(config: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let (dir, path) = write_config(config);
-        Self::spawn(&["--config", path.to_str().unwrap()], &[], dir)
+        let mut all = vec!["--config", path.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Self::spawn(&all, env, dir)
     }
 
     /// `edgegate serve` with no configuration: the bundled demo.
     pub fn demo(env: &[(&str, &str)]) -> Self {
+        Self::demo_with(&[], env)
+    }
+
+    /// [`Gateway::demo`] with more arguments.
+    pub fn demo_with(args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let cache_home = cache_dir().join("xdg");
         let mut env = env.to_vec();
         env.push(("XDG_CACHE_HOME", cache_home.to_str().unwrap()));
-        Self::spawn(&[], &env, dir)
+        Self::spawn(args, &env, dir)
     }
 
     fn spawn(args: &[&str], env: &[(&str, &str)], dir: tempfile::TempDir) -> Self {
@@ -91,6 +103,10 @@ impl Gateway {
             .env_remove("EDGEGATE_LOG")
             .env_remove("EDGEGATE_CONFIG")
             .env_remove("EDGEGATE_DEMO_SECRET")
+            .env_remove("EDGEGATE_LOG_FORMAT")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("OTEL_TRACES_SAMPLER_ARG")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -313,44 +329,14 @@ impl Origin {
     }
 
     fn spawn(hang: bool) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let record = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let record = record.clone();
-                std::thread::spawn(move || {
-                    loop {
-                        // Read a head; requests from the gateway carry their length.
-                        let mut head = Vec::new();
-                        let mut byte = [0u8; 1];
-                        while !head.ends_with(b"\r\n\r\n") {
-                            match stream.read(&mut byte) {
-                                Ok(1) => head.push(byte[0]),
-                                _ => return,
-                            }
-                        }
-                        let head = String::from_utf8_lossy(&head).into_owned();
-                        let seen = Seen { head };
-                        let length: usize =
-                            seen.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-                        let mut body = vec![0; length];
-                        if stream.read_exact(&mut body).is_err() {
-                            return;
-                        }
-                        record.lock().unwrap().push(seen);
-                        if hang {
-                            std::thread::sleep(Duration::from_secs(3600));
-                        }
-                        let reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 17\r\n\r\n{\"origin\":\"test\"}";
-                        if stream.write_all(reply).is_err() {
-                            return;
-                        }
-                    }
-                });
+        let addr = serve_http(move |seen, _body| {
+            record.lock().unwrap().push(seen);
+            if hang {
+                std::thread::sleep(Duration::from_secs(3600));
             }
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 17\r\n\r\n{\"origin\":\"test\"}".to_vec()
         });
         Self { addr, seen }
     }
@@ -359,4 +345,42 @@ impl Origin {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
+}
+
+/// An HTTP/1.1 server on a loopback port, a thread per connection, keeping connections alive:
+/// `answer` gets each request's head and body (requests must carry their length) and returns
+/// the whole response.
+pub fn serve_http(answer: impl Fn(Seen, Vec<u8>) -> Vec<u8> + Send + Sync + 'static) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                loop {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let seen = Seen { head: String::from_utf8_lossy(&head).into_owned() };
+                    let length: usize =
+                        seen.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+                    let mut body = vec![0; length];
+                    if stream.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if stream.write_all(&answer(seen, body)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
 }

@@ -1,4 +1,5 @@
-//! The admin listener: `GET /healthz` answers 200 while serving and 503 while draining.
+//! The admin listener: `GET /healthz` answers 200 while serving and 503 while draining;
+//! `GET /metrics` answers the Prometheus text format (see [`crate::metrics`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,16 @@ pub(crate) async fn serve(listener: TcpListener, draining: Arc<AtomicBool>) {
 }
 
 fn respond(path: &str, draining: bool) -> Response<Full<Bytes>> {
+    if path == "/metrics"
+        && let Some(text) = crate::metrics::render()
+    {
+        let mut response = Response::new(Full::new(Bytes::from(text)));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8".parse().unwrap(),
+        );
+        return response;
+    }
     let (status, body) = match (path, draining) {
         ("/healthz", false) => (StatusCode::OK, r#"{"status":"ok"}"#),
         ("/healthz", true) => (StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"draining"}"#),

@@ -13,21 +13,26 @@
 //! turned out closed before the first byte went out), which is safe for any method. Nothing
 //! else is retried: a request that may have reached the upstream is never sent twice.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use metrics::Gauge;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
+use tokio::net::TcpStream;
 
 /// The pooled client type.
-pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(crate) type HttpClient = Client<HttpsConnector<Counting>, Full<Bytes>>;
 
 /// How one pool is set up.
 #[derive(Debug, Clone)]
@@ -37,6 +42,8 @@ pub(crate) struct ClientSettings<'a> {
     pub(crate) max_idle: usize,
     /// CA certificates to trust instead of the public (webpki) roots.
     pub(crate) ca_file: Option<&'a Path>,
+    /// The `upstream` label of its `edgegate_upstream_connections` gauge.
+    pub(crate) name: &'a str,
 }
 
 /// A pool with these settings. Fails only on an unreadable or empty `ca_file`.
@@ -71,7 +78,10 @@ pub(crate) fn build(settings: &ClientSettings<'_>) -> Result<HttpClient, String>
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
-        .wrap_connector(http);
+        .wrap_connector(Counting {
+            inner: http,
+            open: metrics::gauge!("edgegate_upstream_connections", "upstream" => settings.name.to_owned()),
+        });
     Ok(Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(settings.idle_timeout)
@@ -103,4 +113,90 @@ pub(crate) fn classify(error: &hyper_util::client::legacy::Error) -> SendFailure
         source = e.source();
     }
     if error.is_connect() { SendFailure::Connect } else { SendFailure::BadResponse }
+}
+
+/// hyper-util's connector, counting the connections it has open in a gauge: the pool's size,
+/// idle and busy together.
+#[derive(Clone)]
+pub(crate) struct Counting {
+    inner: HttpConnector,
+    open: Gauge,
+}
+
+impl tower_service::Service<http::Uri> for Counting {
+    type Response = Counted;
+    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Counted, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let open = self.open.clone();
+        Box::pin(async move {
+            let io = connecting.await?;
+            open.increment(1.0);
+            Ok(Counted { io, open })
+        })
+    }
+}
+
+/// A connection that lowers its pool's gauge when it closes.
+pub(crate) struct Counted {
+    io: TokioIo<TcpStream>,
+    open: Gauge,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.open.decrement(1.0);
+    }
+}
+
+impl Connection for Counted {
+    fn connected(&self) -> Connected {
+        self.io.connected()
+    }
+}
+
+impl hyper::rt::Read for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
 }

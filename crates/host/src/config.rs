@@ -128,7 +128,7 @@ impl Default for FetchSection {
 pub struct ServerConfig {
     /// Address of the HTTP listener (HTTP/1.1 and h2c on one port). Default `127.0.0.1:8080`.
     pub listen: SocketAddr,
-    /// Address of the admin listener (`/healthz`). Default `127.0.0.1:9090`.
+    /// Address of the admin listener (`/healthz`, `/metrics`). Default `127.0.0.1:9090`.
     pub admin: SocketAddr,
     /// Open client connections at most; past it, new connections wait in the kernel's accept
     /// queue. Default 4096.
@@ -162,6 +162,10 @@ pub struct ServerConfig {
     /// (false) they are replaced with what this gateway saw; when true, the client's address
     /// is appended to `X-Forwarded-For` and the others are kept.
     pub trust_forwarded: bool,
+    /// Add a `server-timing` header to each response with the instantiate, guest and upstream
+    /// durations (docs/observability.md). Off by default: it tells clients how long the
+    /// gateway's parts took.
+    pub server_timing: bool,
 }
 
 impl Default for ServerConfig {
@@ -179,6 +183,7 @@ impl Default for ServerConfig {
             body_read_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
             trust_forwarded: false,
+            server_timing: false,
         }
     }
 }

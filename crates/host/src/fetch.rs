@@ -77,6 +77,7 @@ impl FetchPool {
             idle_timeout: section.idle_timeout,
             max_idle: section.max_idle,
             ca_file,
+            name: "(fetch)",
         })?;
         Ok(Self {
             client,

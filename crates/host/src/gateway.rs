@@ -9,19 +9,23 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgegate_runtime::{
-    Fetcher, Forward, GuestOutcome, GuestRequest, ModuleCache, RequestId, Runtime, RuntimeConfig,
-    Worker, WorkerSpec,
+    CacheOutcome, Fetcher, Forward, GuestOutcome, GuestRequest, ModuleCache, RequestId, Runtime,
+    RuntimeConfig, SPAN_TARGET, Usage, Worker, WorkerSpec,
 };
 use http::{HeaderValue, Request, Response, header};
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use hyper::body::Body;
-use tokio::sync::Semaphore;
+use metrics::Gauge;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, ServerConfig, WorkerConfig};
 use crate::error::{ErrorKind, RequestError, Source, error_chain};
 use crate::fetch::{FetchPool, Origin, WorkerFetcher};
 use crate::kv::Mode as KvMode;
+use crate::metrics::{Raised, RouteMetrics};
 use crate::router::{Match, Router};
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
@@ -42,6 +46,7 @@ struct Target {
     body_limit: u64,
     /// The upstreams the worker may forward to.
     grants: Arc<[String]>,
+    metrics: Arc<RouteMetrics>,
 }
 
 /// A running configuration: workers loaded, routes compiled, upstream pools open, limits in
@@ -55,6 +60,9 @@ pub struct Gateway {
     upstreams: HashMap<String, Arc<Upstream>>,
     /// Every loaded worker by name, for `edgegate check`'s report.
     workers: Vec<(String, Worker)>,
+    /// The metrics of requests no route matched.
+    unrouted: RouteMetrics,
+    gauges: Gauges,
     /// Never read, only owned: it keeps the engine's epoch ticker running while the workers
     /// serve.
     _runtime: Runtime,
@@ -74,11 +82,35 @@ impl Drop for Background {
     }
 }
 
-/// The request line of one request, kept for its access log line.
+/// The process-wide gauges the request path moves.
+#[derive(Debug)]
+struct Gauges {
+    in_flight: Gauge,
+    queued: Gauge,
+    slots_in_use: Gauge,
+}
+
+impl Gauges {
+    fn register(slots: u32) -> Self {
+        metrics::gauge!("edgegate_instance_slots").set(f64::from(slots));
+        Self {
+            in_flight: metrics::gauge!("edgegate_requests_in_flight"),
+            queued: metrics::gauge!("edgegate_requests_queued"),
+            slots_in_use: metrics::gauge!("edgegate_instance_slots_in_use"),
+        }
+    }
+}
+
+/// What one request did, kept for its log line, metrics and `server-timing`.
+#[derive(Default)]
 struct Logged<'a> {
     route: Option<&'a str>,
     worker: Option<&'a str>,
     upstream: Option<&'a str>,
+    metrics: Option<&'a RouteMetrics>,
+    usage: Usage,
+    /// Time to the upstream's response head.
+    upstream_time: Option<Duration>,
 }
 
 impl Gateway {
@@ -104,6 +136,7 @@ impl Gateway {
     ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
+        let cache_on = cache.is_some();
         let runtime = Runtime::new(runtime_config(config), cache)
             .map_err(|e| ConfigError::at(&loaded.origin, "runtime", format!("{e:#}")))?;
         let mut background = Background::default();
@@ -183,6 +216,8 @@ impl Gateway {
                     continue;
                 }
             };
+            metrics::counter!("edgegate_module_cache_total", "outcome" => cache_label(loaded_worker.cache_outcome(), cache_on))
+                .increment(1);
             tracing::info!(
                 worker = %name,
                 module = %worker.module,
@@ -201,10 +236,11 @@ impl Gateway {
         }
 
         let server_limit = config.server.max_request_body.bytes();
-        let router = Router::new(&config.routes, |route| {
+        let router = Router::new(&config.routes, |name, route| {
             let (worker, grants) = workers[&route.worker].clone();
             let body_limit = worker.limits().request_body.min(server_limit);
-            Target { worker, body_limit, grants }
+            let metrics = Arc::new(RouteMetrics::new(name, worker.name()));
+            Target { worker, body_limit, grants, metrics }
         });
         Ok(Self {
             router,
@@ -213,6 +249,8 @@ impl Gateway {
             ids: RequestIds::new(),
             upstreams,
             workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
+            unrouted: RouteMetrics::unrouted(),
+            gauges: Gauges::register(config.server.max_concurrency),
             _runtime: runtime,
             _background: background,
         })
@@ -238,26 +276,56 @@ impl Gateway {
     {
         let id = self.ids.next();
         let started = Instant::now();
+        let _in_flight = Raised::new(&self.gauges.in_flight);
+        let span = tracing::info_span!(
+            target: SPAN_TARGET,
+            "request",
+            otel.kind = "server",
+            http.request.method = %request.method(),
+            url.path = request.uri().path(),
+            request_id = %id,
+            route = Empty,
+            worker = Empty,
+            http.response.status_code = Empty,
+        );
+        let trace_id = crate::trace::continue_from(request.headers(), &span);
         let method = request.method().clone();
         let uri = request.uri().clone();
-        let mut logged = Logged { route: None, worker: None, upstream: None };
-        let result = self.dispatch(request, conn, id, &mut logged).await;
+        let mut logged = Logged::default();
+        let result = self.dispatch(request, conn, id, &mut logged).instrument(span.clone()).await;
         let (mut response, error) = match result {
             Ok(response) => (response, None),
             Err(error) => (error.response(id).map(Either::Left), Some(error)),
         };
+        let status = response.status().as_u16();
+        span.record("http.response.status_code", status);
         if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
             response.headers_mut().insert("x-request-id", value);
         }
-        access_log(
+        if self.server.server_timing
+            && let Some(timing) = server_timing(&logged)
+            && let Ok(value) = HeaderValue::from_str(&timing)
+        {
+            response.headers_mut().insert("server-timing", value);
+        }
+        let elapsed = started.elapsed();
+        let metrics = logged.metrics.unwrap_or(&self.unrouted);
+        let source = error.as_ref().map_or("-", |e| e.kind.source().as_str());
+        metrics.request(status, source, elapsed);
+        metrics.usage(&logged.usage);
+        if let Some(error) = &error {
+            crate::metrics::failure(logged.worker.unwrap_or("-"), error);
+        }
+        access_log(&Access {
             id,
-            &method,
-            uri.path(),
-            &logged,
-            response.status().as_u16(),
-            started.elapsed(),
-            error.as_ref(),
-        );
+            trace_id: trace_id.as_deref(),
+            method: &method,
+            path: uri.path(),
+            logged: &logged,
+            status,
+            elapsed,
+            error: error.as_ref(),
+        });
         response
     }
 
@@ -294,6 +362,10 @@ impl Gateway {
         let target = &route.target;
         logged.route = Some(&route.name);
         logged.worker = Some(target.worker.name());
+        logged.metrics = Some(&target.metrics);
+        let span = tracing::Span::current();
+        span.record("route", route.name.as_str());
+        span.record("worker", target.worker.name());
 
         let (parts, body) = request.into_parts();
         let body = self.read_body(&parts.headers, body, target.body_limit).await?;
@@ -306,16 +378,27 @@ impl Gateway {
         };
         // The slot is held while the guest runs, not while an upstream answers.
         let outcome = {
-            let _permit = self.acquire().await?;
-            target.worker.handle(guest, id).await?
+            let _slot = self.acquire().await?;
+            let (outcome, usage) = target.worker.handle_measured(guest, id).await;
+            logged.usage = usage;
+            outcome?
         };
         match outcome {
             GuestOutcome::Response(response) => Ok(response.map(|b| Either::Left(Full::new(b)))),
             GuestOutcome::Forward(forward) => {
                 let upstream = self.granted(target, &forward)?;
                 logged.upstream = Some(upstream.name());
-                let response = upstream.send(forward, conn, self.server.trust_forwarded).await?;
-                Ok(response.map(Either::Right))
+                let started = Instant::now();
+                let span = tracing::info_span!(
+                    target: SPAN_TARGET,
+                    "upstream",
+                    otel.kind = "client",
+                    upstream = upstream.name(),
+                );
+                let sent = upstream.send(forward, conn, self.server.trust_forwarded);
+                let response = sent.instrument(span).await;
+                logged.upstream_time = Some(started.elapsed());
+                Ok(response?.map(Either::Right))
             }
         }
     }
@@ -376,12 +459,16 @@ impl Gateway {
     }
 
     /// A concurrency slot, waiting at most `queue_timeout` for one.
-    async fn acquire(&self) -> Result<tokio::sync::SemaphorePermit<'_>, RequestError> {
+    async fn acquire(&self) -> Result<(SemaphorePermit<'_>, Raised<'_>), RequestError> {
         if let Ok(permit) = self.permits.try_acquire() {
-            return Ok(permit);
+            return Ok((permit, Raised::new(&self.gauges.slots_in_use)));
         }
-        match tokio::time::timeout(self.server.queue_timeout, self.permits.acquire()).await {
-            Ok(Ok(permit)) => Ok(permit),
+        let waiting = Raised::new(&self.gauges.queued);
+        let acquired =
+            tokio::time::timeout(self.server.queue_timeout, self.permits.acquire()).await;
+        drop(waiting);
+        match acquired {
+            Ok(Ok(permit)) => Ok((permit, Raised::new(&self.gauges.slots_in_use))),
             _ => Err(RequestError::new(
                 ErrorKind::Overloaded,
                 format!("{} requests in flight", self.server.max_concurrency),
@@ -407,6 +494,18 @@ fn fetcher(
         .collect();
     let origins = worker.fetch.iter().filter_map(|o| Origin::parse(o).ok()).collect();
     Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone() }))
+}
+
+/// The `outcome` label of `edgegate_module_cache_total`.
+fn cache_label(outcome: &CacheOutcome, cache_on: bool) -> &'static str {
+    match outcome {
+        CacheOutcome::Hit => "hit",
+        CacheOutcome::Miss if !cache_on => "off",
+        CacheOutcome::Miss => "miss",
+        CacheOutcome::Rejected(_) => "rejected",
+        CacheOutcome::NotStored(_) => "not_stored",
+        CacheOutcome::Precompiled => "precompiled",
+    }
 }
 
 fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
@@ -467,21 +566,29 @@ fn jwt_policy(jwt: &JwtConfig) -> impl Iterator<Item = (String, String)> {
     policy.into_iter().map(|(k, v)| (k.to_owned(), v))
 }
 
-/// One line per request, at a level set by who failed: info for success and client errors,
-/// warn for workers, error for the host.
-fn access_log(
+/// One request's access log line.
+struct Access<'a> {
     id: RequestId,
-    method: &http::Method,
-    path: &str,
-    logged: &Logged<'_>,
+    trace_id: Option<&'a str>,
+    method: &'a http::Method,
+    path: &'a str,
+    logged: &'a Logged<'a>,
     status: u16,
     elapsed: Duration,
-    error: Option<&RequestError>,
-) {
+    error: Option<&'a RequestError>,
+}
+
+/// One line per request, at a level set by who failed: info for success and client errors,
+/// warn for workers, error for the host.
+fn access_log(access: &Access<'_>) {
+    let Access { id, method, path, logged, status, error, .. } = *access;
+    let trace_id = access.trace_id.unwrap_or("-");
     let route = logged.route.unwrap_or("-");
     let worker = logged.worker.unwrap_or("-");
     let upstream = logged.upstream.unwrap_or("-");
-    let duration_us = elapsed.as_micros() as u64;
+    let duration_us = access.elapsed.as_micros() as u64;
+    let cpu_us = logged.usage.cpu.as_micros() as u64;
+    let memory_peak = logged.usage.memory_peak;
     let source = error.map_or("-", |e| e.kind.source().as_str());
     let code = error.map_or("-", |e| e.kind.code());
     let detail = error.map_or("", |e| e.detail.as_str());
@@ -491,6 +598,7 @@ fn access_log(
                 target: "edgegate::access",
                 $level,
                 request_id = %id,
+                trace_id,
                 %method,
                 path,
                 route,
@@ -498,6 +606,8 @@ fn access_log(
                 upstream,
                 status,
                 duration_us,
+                cpu_us,
+                memory_peak,
                 source,
                 error = code,
                 detail,
@@ -509,6 +619,28 @@ fn access_log(
         Some(Source::Worker | Source::Upstream) => line!(tracing::Level::WARN),
         Some(Source::Host) => line!(tracing::Level::ERROR),
     }
+}
+
+/// The `server-timing` value (durations in milliseconds): `instantiate`, `guest` and
+/// `upstream`, those the request reached; `None` if it reached none.
+fn server_timing(logged: &Logged<'_>) -> Option<String> {
+    let usage = &logged.usage;
+    let mut parts = Vec::with_capacity(3);
+    if !usage.instantiate.is_zero() {
+        parts.push(("instantiate", usage.instantiate));
+        parts.push(("guest", usage.guest));
+    }
+    if let Some(upstream) = logged.upstream_time {
+        parts.push(("upstream", upstream));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = parts
+        .into_iter()
+        .map(|(name, d)| format!("{name};dur={:.3}", d.as_secs_f64() * 1000.0))
+        .collect();
+    Some(parts.join(", "))
 }
 
 /// Unique request ids: a random start, then counting.

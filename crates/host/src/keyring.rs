@@ -252,6 +252,7 @@ impl Fetcher {
             idle_timeout: Duration::from_secs(90),
             max_idle: 1,
             ca_file: ca_file.as_deref(),
+            name: "(jwks)",
         })
         .map_err(|e| ConfigError::at(&loaded.origin, format!("{at}.ca_file"), e))?;
         let min_refresh = source.min_refresh.unwrap_or(DEFAULT_MIN_REFRESH);

@@ -31,8 +31,10 @@ mod gateway;
 mod keyring;
 mod kv;
 mod listener;
+pub mod metrics;
 pub mod router;
 pub mod size;
+mod trace;
 mod upstream;
 
 #[cfg(test)]

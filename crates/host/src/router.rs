@@ -84,9 +84,9 @@ pub struct Router<T> {
 }
 
 impl<T> Router<T> {
-    /// Compiles routes (already validated, see [`crate::config`]); `target` maps each route to
-    /// what it serves.
-    pub fn new(configs: &[RouteConfig], mut target: impl FnMut(&RouteConfig) -> T) -> Self {
+    /// Compiles routes (already validated, see [`crate::config`]); `target` maps each route (its
+    /// name in logs and its configuration) to what it serves.
+    pub fn new(configs: &[RouteConfig], mut target: impl FnMut(&str, &RouteConfig) -> T) -> Self {
         let mut router =
             Self { routes: Vec::new(), by_host: HashMap::new(), default: Table::new() };
         for config in configs {
@@ -103,9 +103,10 @@ impl<T> Router<T> {
                 // Validation rejects this; a route that matches nothing is simply left out.
                 (None, None) => continue,
             }
+            let name = config.name.clone().unwrap_or_else(|| format!("routes[{id}]"));
             router.routes.push(Route {
-                name: config.name.clone().unwrap_or_else(|| format!("routes[{id}]")),
-                target: target(config),
+                target: target(&name, config),
+                name,
                 methods: config
                     .methods
                     .iter()
@@ -186,7 +187,7 @@ mod tests {
     }
 
     fn router(routes: &[RouteConfig]) -> Router<String> {
-        Router::new(routes, |r| r.name.clone().unwrap())
+        Router::new(routes, |_, r| r.name.clone().unwrap())
     }
 
     fn found(r: &Router<String>, host: &str, path: &str, method: Method) -> Option<String> {

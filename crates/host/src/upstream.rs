@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgegate_runtime::{FetchError, Forward, HeaderEdit};
@@ -29,6 +29,8 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use crate::client::{self, HttpClient, SendFailure};
 use crate::config::UpstreamConfig;
 use crate::error::{ErrorKind, RequestError, error_chain};
+use crate::metrics::Raised;
+use metrics::{Gauge, Histogram};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -87,6 +89,8 @@ pub(crate) struct Upstream {
     first_byte_timeout: Duration,
     idle_timeout: Duration,
     preserve_host: bool,
+    duration: Histogram,
+    in_flight: Gauge,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -111,6 +115,7 @@ impl Upstream {
             idle_timeout: config.idle_timeout,
             max_idle: config.max_idle,
             ca_file,
+            name,
         })?;
         Ok(Self {
             name: name.into(),
@@ -120,6 +125,8 @@ impl Upstream {
             first_byte_timeout: config.first_byte_timeout,
             idle_timeout: config.idle_timeout,
             preserve_host: config.preserve_host,
+            duration: metrics::histogram!("edgegate_upstream_duration_seconds", "upstream" => name.to_owned()),
+            in_flight: metrics::gauge!("edgegate_upstream_in_flight", "upstream" => name.to_owned()),
         })
     }
 
@@ -156,31 +163,37 @@ impl Upstream {
         trust_forwarded: bool,
     ) -> Result<http::Response<UpstreamBody>, RequestError> {
         let request = self.request(forward, conn, trust_forwarded)?;
-        let response =
-            match tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await
-            {
-                Ok(Ok(response)) => response,
-                Ok(Err(e)) => {
-                    let kind = match client::classify(&e) {
-                        SendFailure::Connect => ErrorKind::UpstreamConnect,
-                        SendFailure::Timeout => ErrorKind::UpstreamTimeout,
-                        SendFailure::BadResponse => ErrorKind::UpstreamBadResponse,
-                    };
-                    return Err(RequestError::new(
-                        kind,
-                        format!("{}: {}", self.name, error_chain(&e)),
-                    ));
-                }
-                Err(_) => {
-                    return Err(RequestError::new(
-                        ErrorKind::UpstreamTimeout,
-                        format!(
-                            "{}: no response head after {:?}",
-                            self.name, self.first_byte_timeout
-                        ),
-                    ));
-                }
+        let started = Instant::now();
+        let waiting = Raised::new(&self.in_flight);
+        let sent =
+            tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
+        drop(waiting);
+        let failed = |kind: ErrorKind, detail: String| {
+            let label = match kind {
+                ErrorKind::UpstreamConnect => "connect",
+                ErrorKind::UpstreamTimeout => "timeout",
+                _ => "bad_response",
             };
+            metrics::counter!("edgegate_upstream_errors_total", "upstream" => self.name.to_string(), "kind" => label)
+                .increment(1);
+            Err(RequestError::new(kind, format!("{}: {detail}", self.name)))
+        };
+        let response = match sent {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => {
+                let kind = match client::classify(&e) {
+                    SendFailure::Connect => ErrorKind::UpstreamConnect,
+                    SendFailure::Timeout => ErrorKind::UpstreamTimeout,
+                    SendFailure::BadResponse => ErrorKind::UpstreamBadResponse,
+                };
+                return failed(kind, error_chain(&e));
+            }
+            Err(_) => {
+                let after = format!("no response head after {:?}", self.first_byte_timeout);
+                return failed(ErrorKind::UpstreamTimeout, after);
+            }
+        };
+        self.duration.record(started.elapsed().as_secs_f64());
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let body = UpstreamBody {
@@ -223,6 +236,7 @@ impl Upstream {
             headers.remove(name);
         }
         set_forwarded(&mut headers, conn, client_host.as_deref(), trust_forwarded);
+        crate::trace::inject(&mut headers);
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::HOST);
         if self.preserve_host

@@ -1,0 +1,326 @@
+//! Prometheus metrics, served at `/metrics` on the admin listener (docs/observability.md).
+//!
+//! The process has one recorder ([`install`]); code anywhere (the KV crate included) records
+//! through the `metrics` facade. On the request path nothing is looked up by name: each
+//! route keeps its handles ([`RouteMetrics`]), so a request costs a few atomic adds and
+//! histogram samples. Before [`install`] (in `edgegate check`, in unit tests) every handle is a
+//! no-op.
+//!
+//! Durations are histograms in seconds with exponential buckets, ×2 from 10 µs to about 10 s;
+//! memory is in bytes, ×2 from 64 KiB to 1 GiB.
+
+use std::sync::{OnceLock, RwLock};
+use std::time::Duration;
+
+use edgegate_runtime::{ExecErrorKind, Usage};
+use metrics::{Counter, Gauge, Histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::error::{ErrorKind, RequestError};
+
+/// How often histograms are folded into their buckets when nobody scrapes.
+const UPKEEP: Duration = Duration::from_secs(5);
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// `first`, `first × 2`, … up to the first bucket at or past `last`.
+fn doubling(first: f64, last: f64) -> Vec<f64> {
+    std::iter::successors(Some(first), |b| (*b < last).then_some(b * 2.0)).collect()
+}
+
+/// Installs the process's recorder, describes the metrics and starts the upkeep task (which
+/// needs a tokio runtime). Later calls change nothing.
+pub fn install() -> Result<(), String> {
+    if HANDLE.get().is_some() {
+        return Ok(());
+    }
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &doubling(10e-6, 10.0))
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Suffix("_bytes".into()),
+                &doubling(64.0 * 1024.0, f64::from(1u32 << 30)),
+            )
+        })
+        .map_err(|e| e.to_string())?
+        .install_recorder()
+        .map_err(|e| format!("installing the metrics recorder: {e}"))?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(UPKEEP).await;
+            upkeep.run_upkeep();
+        }
+    });
+    describe();
+    let _ = HANDLE.set(handle);
+    Ok(())
+}
+
+/// The metrics in Prometheus text format, `None` before [`install`].
+pub(crate) fn render() -> Option<String> {
+    HANDLE.get().map(PrometheusHandle::render)
+}
+
+/// What a metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram(Unit),
+}
+
+/// Every metric edgegate exports (the KV crate's included), described once at install.
+const METRICS: &[(&str, Kind, &str)] = &[
+    (
+        "edgegate_requests_total",
+        Kind::Counter,
+        "Requests answered, by route, worker, status and error source",
+    ),
+    (
+        "edgegate_request_duration_seconds",
+        Kind::Histogram(Unit::Seconds),
+        "Time from the request head to the response head",
+    ),
+    (
+        "edgegate_instantiate_duration_seconds",
+        Kind::Histogram(Unit::Seconds),
+        "Time to instantiate a worker's module for a request",
+    ),
+    (
+        "edgegate_guest_cpu_seconds",
+        Kind::Histogram(Unit::Seconds),
+        "CPU time of a request's guest code (what the CPU budget counts)",
+    ),
+    (
+        "edgegate_guest_memory_peak_bytes",
+        Kind::Histogram(Unit::Bytes),
+        "A request's guest linear memory at its peak",
+    ),
+    ("edgegate_traps_total", Kind::Counter, "Guests that trapped, by worker and kind"),
+    (
+        "edgegate_limit_hits_total",
+        Kind::Counter,
+        "Requests stopped by a limit, by worker and limit",
+    ),
+    ("edgegate_requests_in_flight", Kind::Gauge, "Requests being served"),
+    ("edgegate_requests_queued", Kind::Gauge, "Requests waiting for an instance slot"),
+    ("edgegate_instance_slots_in_use", Kind::Gauge, "Instance slots held by running guests"),
+    ("edgegate_instance_slots", Kind::Gauge, "Instance slots (server.max_concurrency)"),
+    (
+        "edgegate_kv_operations_total",
+        Kind::Counter,
+        "KV operations, by backend, operation and result",
+    ),
+    (
+        "edgegate_kv_duration_seconds",
+        Kind::Histogram(Unit::Seconds),
+        "KV operation time (redb and Redis; in-memory operations are not timed)",
+    ),
+    (
+        "edgegate_upstream_duration_seconds",
+        Kind::Histogram(Unit::Seconds),
+        "Time to an upstream's response head",
+    ),
+    ("edgegate_upstream_errors_total", Kind::Counter, "Upstream failures, by upstream and kind"),
+    ("edgegate_upstream_in_flight", Kind::Gauge, "Requests waiting on an upstream"),
+    (
+        "edgegate_upstream_connections",
+        Kind::Gauge,
+        "Open connections to an upstream (its pool: idle and busy)",
+    ),
+    (
+        "edgegate_module_cache_total",
+        Kind::Counter,
+        "Worker modules loaded, by how (hit, miss, rejected, not_stored, precompiled, off)",
+    ),
+    ("edgegate_build_info", Kind::Gauge, "Always 1; the labels name the build"),
+];
+
+fn describe() {
+    for &(name, kind, help) in METRICS {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, help),
+            Kind::Gauge => metrics::describe_gauge!(name, help),
+            Kind::Histogram(unit) => metrics::describe_histogram!(name, unit, help),
+        }
+    }
+    metrics::gauge!(
+        "edgegate_build_info",
+        "version" => env!("CARGO_PKG_VERSION"),
+        "abi" => "v1",
+    )
+    .set(1.0);
+}
+
+/// A gauge raised while this lives.
+pub(crate) struct Raised<'a>(&'a Gauge);
+
+impl<'a> Raised<'a> {
+    pub(crate) fn new(gauge: &'a Gauge) -> Self {
+        gauge.increment(1.0);
+        Self(gauge)
+    }
+}
+
+impl Drop for Raised<'_> {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+/// One response's counter and latency histogram.
+struct Outcome {
+    status: u16,
+    source: &'static str,
+    requests: Counter,
+    duration: Histogram,
+}
+
+/// A route's handles: registered per status and error source on first use, per worker at
+/// once.
+pub(crate) struct RouteMetrics {
+    route: String,
+    worker: String,
+    outcomes: RwLock<Vec<Outcome>>,
+    instantiate: Histogram,
+    cpu: Histogram,
+    memory: Histogram,
+}
+
+impl std::fmt::Debug for RouteMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteMetrics").field("route", &self.route).finish_non_exhaustive()
+    }
+}
+
+impl RouteMetrics {
+    /// The handles of `route`, served by `worker`.
+    pub(crate) fn new(route: &str, worker: &str) -> Self {
+        let per_worker =
+            |name: &'static str| metrics::histogram!(name, "worker" => worker.to_owned());
+        Self {
+            route: route.to_owned(),
+            worker: worker.to_owned(),
+            outcomes: RwLock::new(Vec::new()),
+            instantiate: per_worker("edgegate_instantiate_duration_seconds"),
+            cpu: per_worker("edgegate_guest_cpu_seconds"),
+            memory: per_worker("edgegate_guest_memory_peak_bytes"),
+        }
+    }
+
+    /// The handles of requests no route matched (route and worker `-`): they are counted and
+    /// timed, and never reach a guest.
+    pub(crate) fn unrouted() -> Self {
+        Self {
+            route: "-".to_owned(),
+            worker: "-".to_owned(),
+            outcomes: RwLock::new(Vec::new()),
+            instantiate: Histogram::noop(),
+            cpu: Histogram::noop(),
+            memory: Histogram::noop(),
+        }
+    }
+
+    /// Records one answered request.
+    pub(crate) fn request(&self, status: u16, source: &'static str, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let find = |outcomes: &[Outcome]| {
+            outcomes.iter().find(|o| o.status == status && o.source == source).map(|o| {
+                o.requests.increment(1);
+                o.duration.record(seconds);
+            })
+        };
+        if find(&self.outcomes.read().unwrap_or_else(|e| e.into_inner())).is_some() {
+            return;
+        }
+        let mut outcomes = self.outcomes.write().unwrap_or_else(|e| e.into_inner());
+        if find(&outcomes).is_some() {
+            return;
+        }
+        let labels = [
+            ("route", self.route.clone()),
+            ("worker", self.worker.clone()),
+            ("status", status.to_string()),
+            ("source", source.to_owned()),
+        ];
+        let outcome = Outcome {
+            status,
+            source,
+            requests: metrics::counter!("edgegate_requests_total", &labels),
+            duration: metrics::histogram!("edgegate_request_duration_seconds", &labels),
+        };
+        outcome.requests.increment(1);
+        outcome.duration.record(seconds);
+        outcomes.push(outcome);
+    }
+
+    /// Records what a request's guest cost, if it got as far as an instance.
+    pub(crate) fn usage(&self, usage: &Usage) {
+        if usage.instantiate.is_zero() {
+            return;
+        }
+        self.instantiate.record(usage.instantiate.as_secs_f64());
+        self.cpu.record(usage.cpu.as_secs_f64());
+        self.memory.record(usage.memory_peak as f64);
+    }
+}
+
+/// Counts a failure that is a trap or a spent limit under its label; other failures are in
+/// `edgegate_requests_total` alone.
+pub(crate) fn failure(worker: &str, error: &RequestError) {
+    let limit = match &error.kind {
+        ErrorKind::Exec(kind @ (ExecErrorKind::Trap | ExecErrorKind::StackOverflow)) => {
+            metrics::counter!("edgegate_traps_total", "worker" => worker.to_owned(), "kind" => kind.code())
+                .increment(1);
+            return;
+        }
+        ErrorKind::Exec(ExecErrorKind::OutOfMemory) => "memory",
+        ErrorKind::Exec(ExecErrorKind::CpuBudgetExceeded) => "cpu",
+        ErrorKind::Exec(ExecErrorKind::DeadlineExceeded) => "deadline",
+        ErrorKind::Exec(ExecErrorKind::HostcallBudgetExceeded) => "hostcalls",
+        ErrorKind::Exec(ExecErrorKind::ResponseTooLarge) => "response_body",
+        ErrorKind::BodyTooLarge => "request_body",
+        ErrorKind::Overloaded => "concurrency",
+        _ => return,
+    };
+    metrics::counter!("edgegate_limit_hits_total", "worker" => worker.to_owned(), "limit" => limit)
+        .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{METRICS, doubling};
+
+    #[test]
+    fn buckets_double_from_10_us_past_10_s() {
+        let buckets = doubling(10e-6, 10.0);
+        assert_eq!(buckets.len(), 21);
+        assert_eq!(buckets[0], 10e-6);
+        assert!(buckets[19] < 10.0 && buckets[20] >= 10.0, "{buckets:?}");
+    }
+
+    /// The dashboard and the rules query only metrics that exist, under their exported names.
+    #[test]
+    fn the_deploy_examples_query_only_metrics_edgegate_exports() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+        let mut queried = 0;
+        for file in ["grafana/edgegate.json", "prometheus/edgegate-rules.yml"] {
+            let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                // Recording rules (`edgegate:…`) are split at the colon; their parts are not names.
+                if !word.starts_with("edgegate_") {
+                    continue;
+                }
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| word.strip_suffix(suffix))
+                    .filter(|base| METRICS.iter().any(|(n, ..)| n == base))
+                    .unwrap_or(word);
+                assert!(METRICS.iter().any(|(n, ..)| *n == base), "{file}: {word} is not exported");
+                queried += 1;
+            }
+        }
+        assert!(queried > 20, "only {queried} metric references found");
+    }
+}

@@ -1,0 +1,122 @@
+//! Logs and trace export for the whole process (docs/observability.md).
+//!
+//! * Logs go to stderr, filtered by `EDGEGATE_LOG` (`tracing_subscriber::EnvFilter` syntax,
+//!   e.g. `info,edgegate::access=warn`; `info` by default), as text or, with
+//!   `--log-format json`, one JSON object per line.
+//! * Trace spans (target [`edgegate_runtime::SPAN_TARGET`]) are never logged. They are exported
+//!   over OTLP (HTTP, protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, sampled at `OTEL_TRACES_SAMPLER_ARG`
+//!   (a ratio, 1.0 by default; a sampled client `traceparent` is always followed), and not
+//!   created at all otherwise.
+//! * The W3C trace-context propagator reads `traceparent` whether or not spans are exported,
+//!   so the access log carries the client's trace id either way.
+
+use anyhow::Context;
+use edgegate_runtime::SPAN_TARGET;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use tracing_subscriber::filter::{EnvFilter, FilterExt, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, fmt};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines, coloured on a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// Keeps the span exporter running; dropping it flushes the spans not yet sent.
+pub struct Telemetry {
+    exporter: Option<(SdkTracerProvider, tokio::runtime::Runtime)>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some((provider, _runtime)) = self.exporter.take()
+            && let Err(e) = provider.shutdown()
+        {
+            eprintln!("warning: flushing trace spans: {e}");
+        }
+    }
+}
+
+/// Installs the process's subscriber. Fails only when the OTLP exporter cannot be set up.
+pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let filter = EnvFilter::try_from_env("EDGEGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Spans are for the exporter: the log lines do not repeat them.
+    let not_spans = Targets::new()
+        .with_default(tracing::Level::TRACE)
+        .with_target(SPAN_TARGET, tracing_subscriber::filter::LevelFilter::OFF);
+    let logs = match format {
+        LogFormat::Text => fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+        LogFormat::Json => fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .boxed(),
+    }
+    .with_filter(filter.and(not_spans));
+    let exporter = exporter()?;
+    let spans = exporter.as_ref().map(|(provider, _)| {
+        use opentelemetry::trace::TracerProvider as _;
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("edgegate"))
+            .with_filter(Targets::new().with_target(SPAN_TARGET, tracing::Level::TRACE))
+    });
+    tracing_subscriber::registry().with(logs).with(spans).init();
+    Ok(Telemetry { exporter })
+}
+
+/// The OTLP exporter and the runtime it sends from, when an endpoint is configured.
+fn exporter() -> anyhow::Result<Option<(SdkTracerProvider, tokio::runtime::Runtime)>> {
+    let configured = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+        .iter()
+        .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
+    if !configured {
+        return Ok(None);
+    }
+    let ratio = match std::env::var("OTEL_TRACES_SAMPLER_ARG") {
+        Ok(text) => {
+            text.parse::<f64>().ok().filter(|r| (0.0..=1.0).contains(r)).with_context(|| {
+                format!("OTEL_TRACES_SAMPLER_ARG={text:?}: want a ratio from 0 to 1")
+            })?
+        }
+        Err(_) => 1.0,
+    };
+    // Its own thread: export never competes with the gateway's runtime for a worker thread.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("edgegate-otlp")
+        .enable_all()
+        .build()
+        .context("starting the trace exporter's runtime")?;
+    let _entered = runtime.enter();
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+        .context("setting up the OTLP exporter")?;
+    let processor =
+        opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+            exporter,
+            opentelemetry_sdk::runtime::Tokio,
+        )
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
+        .with_resource(opentelemetry_sdk::Resource::builder().with_service_name("edgegate").build())
+        .build();
+    drop(_entered);
+    Ok(Some((provider, runtime)))
+}
