@@ -12,6 +12,10 @@
 //!   same upstream: the proxy hop alone. `auth-router-HS256 − forward-only` is what edge auth
 //!   costs inside a proxied request.
 //!
+//! * `gateway/kv-lookup`: GET a 256 B value from an in-memory namespace (the db-lookup path).
+//! * `gateway/metrics/…`: echo-json and kv-lookup again after the Prometheus recorder is
+//!   installed, as `serve` does: `metrics/X ÷ X` is what metrics cost a request.
+//!
 //! Run: `cargo bench -p edgegate-host --bench gateway`
 
 use std::path::PathBuf;
@@ -76,9 +80,23 @@ fn bench(c: &mut Criterion) {
             upstreams = ["nowhere"]
             limits = {{ cpu = "1s" }}
 
+            [kv.bench]
+            backend = "memory"
+            seed = "builtin:demo-kv"
+
+            [workers.kv]
+            module = "builtin:kv-lookup"
+            kv = ["bench"]
+            limits = {{ cpu = "1s" }}
+            config = {{ namespace = "bench" }}
+
             [[routes]]
             path = "/echo"
             worker = "echo"
+
+            [[routes]]
+            prefix = "/kv/"
+            worker = "kv"
 
             [[routes]]
             path = "/h/forward"
@@ -108,7 +126,7 @@ fn bench(c: &mut Criterion) {
         let mut request = http::Request::builder().uri(path).header("host", "api.example");
         if let Some(token) = token {
             request = request.header("authorization", format!("Bearer {token}"));
-        } else {
+        } else if !body.is_empty() {
             request = request.method("POST");
         }
         let request = request.body(Full::new(Bytes::from_static(body))).unwrap();
@@ -124,6 +142,8 @@ fn bench(c: &mut Criterion) {
     assert_eq!(run("/orders", Some(&hs_token), b""), (200, Bytes::from_static(br#"{"ok":true}"#)));
     assert_eq!(run("/orders", Some(&rs_token), b"").0, 200);
     assert_eq!(run("/h/forward", Some("not-checked"), b"").0, 200);
+    let (status, value) = run("/kv/user:7", None, b"");
+    assert_eq!((status, value.len()), (200, 256));
 
     let mut group = c.benchmark_group("gateway");
     group.bench_function("echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
@@ -131,6 +151,13 @@ fn bench(c: &mut Criterion) {
     group.bench_function("auth-router-RS256", |b| b.iter(|| run("/orders", Some(&rs_token), b"")));
     group
         .bench_function("forward-only", |b| b.iter(|| run("/h/forward", Some("not-checked"), b"")));
+    group.bench_function("kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
+    {
+        let _runtime = rt.enter();
+        edgegate_host::metrics::install().unwrap();
+    }
+    group.bench_function("metrics/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
+    group.bench_function("metrics/kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
     group.finish();
 }
 
