@@ -2,7 +2,7 @@
 //!
 //! The process has one recorder ([`install`]); code anywhere (the KV crate included) records
 //! through the `metrics` facade. On the request path nothing is looked up by name: each
-//! route keeps its handles ([`RouteMetrics`]), so a request costs a few atomic adds and
+//! route keeps its handles (`RouteMetrics`), so a request costs a few atomic adds and
 //! histogram samples. Before [`install`] (in `edgegate check`, in unit tests) every handle is a
 //! no-op.
 //!
