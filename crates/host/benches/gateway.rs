@@ -14,7 +14,8 @@
 //!
 //! * `gateway/kv-lookup`: GET a 256 B value from an in-memory namespace (the db-lookup path).
 //! * `gateway/metrics/…`: echo-json and kv-lookup again after the Prometheus recorder is
-//!   installed, as `serve` does: `metrics/X ÷ X` is what metrics cost a request.
+//!   installed, as `serve` does: `metrics/X ÷ X` is what the recorder costs a request (the
+//!   request path's own histograms and gauges record in both).
 //!
 //! Run: `cargo bench -p edgegate-host --bench gateway`
 

@@ -15,7 +15,6 @@ use edgegate_runtime::{
 use http::{HeaderValue, Request, Response, header};
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use hyper::body::Body;
-use metrics::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -25,7 +24,7 @@ use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, ServerConfig, W
 use crate::error::{ErrorKind, RequestError, Source, error_chain};
 use crate::fetch::{FetchPool, Origin, WorkerFetcher};
 use crate::kv::Mode as KvMode;
-use crate::metrics::{Raised, RouteMetrics};
+use crate::metrics::{Level, Raised, RouteMetrics};
 use crate::router::{Match, Router};
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
@@ -85,18 +84,18 @@ impl Drop for Background {
 /// The process-wide gauges the request path moves.
 #[derive(Debug)]
 struct Gauges {
-    in_flight: Gauge,
-    queued: Gauge,
-    slots_in_use: Gauge,
+    in_flight: Arc<Level>,
+    queued: Arc<Level>,
+    slots_in_use: Arc<Level>,
 }
 
 impl Gauges {
     fn register(slots: u32) -> Self {
         metrics::gauge!("edgegate_instance_slots").set(f64::from(slots));
         Self {
-            in_flight: metrics::gauge!("edgegate_requests_in_flight"),
-            queued: metrics::gauge!("edgegate_requests_queued"),
-            slots_in_use: metrics::gauge!("edgegate_instance_slots_in_use"),
+            in_flight: crate::metrics::gauge("edgegate_requests_in_flight", Vec::new()),
+            queued: crate::metrics::gauge("edgegate_requests_queued", Vec::new()),
+            slots_in_use: crate::metrics::gauge("edgegate_instance_slots_in_use", Vec::new()),
         }
     }
 }

@@ -3,20 +3,26 @@
 //! The process has one recorder ([`install`]); code anywhere (the KV crate included) records
 //! through the `metrics` facade. On the request path nothing is looked up by name: each
 //! route keeps its handles (`RouteMetrics`), so a request costs a few atomic adds and
-//! histogram samples. Before [`install`] (in `edgegate check`, in unit tests) every handle is a
-//! no-op.
+//! histogram samples. Before [`install`] (in `edgegate check`, in unit tests) the recorder's
+//! handles are no-ops and nothing is rendered.
 //!
 //! Durations are histograms in seconds with exponential buckets, ×2 from 10 µs to about 10 s;
-//! memory is in bytes, ×2 from 64 KiB to 1 GiB.
+//! memory is in bytes, ×2 from 64 KiB to 1 GiB. The request path's histograms and gauges are
+//! edgegate's own (`series`: fixed atomic buckets, one atomic per gauge), cheaper per sample
+//! than the recorder's.
 
-use std::sync::{OnceLock, RwLock};
+mod series;
+
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use edgegate_runtime::{ExecErrorKind, Usage};
-use metrics::{Counter, Gauge, Histogram, Unit};
+use metrics::{Counter, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::error::{ErrorKind, RequestError};
+use series::BYTES;
+pub(crate) use series::{Buckets, Level, Raised, SECONDS};
 
 /// How often histograms are folded into their buckets when nobody scrapes.
 const UPKEEP: Duration = Duration::from_secs(5);
@@ -36,12 +42,6 @@ pub fn install() -> Result<(), String> {
     }
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &doubling(10e-6, 10.0))
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Suffix("_bytes".into()),
-                &doubling(64.0 * 1024.0, f64::from(1u32 << 30)),
-            )
-        })
         .map_err(|e| e.to_string())?
         .install_recorder()
         .map_err(|e| format!("installing the metrics recorder: {e}"))?;
@@ -59,7 +59,9 @@ pub fn install() -> Result<(), String> {
 
 /// The metrics in Prometheus text format, `None` before [`install`].
 pub(crate) fn render() -> Option<String> {
-    HANDLE.get().map(PrometheusHandle::render)
+    let mut text = HANDLE.get()?.render();
+    series::render(&mut text);
+    Some(text)
 }
 
 /// What a metric is.
@@ -68,6 +70,10 @@ enum Kind {
     Counter,
     Gauge,
     Histogram(Unit),
+    /// A histogram of the request path's own (`series`).
+    Buckets,
+    /// A gauge of the request path's own (`series`).
+    Level,
 }
 
 /// Every metric edgegate exports (the KV crate's included), described once at install.
@@ -79,22 +85,22 @@ const METRICS: &[(&str, Kind, &str)] = &[
     ),
     (
         "edgegate_request_duration_seconds",
-        Kind::Histogram(Unit::Seconds),
+        Kind::Buckets,
         "Time from the request head to the response head",
     ),
     (
         "edgegate_instantiate_duration_seconds",
-        Kind::Histogram(Unit::Seconds),
+        Kind::Buckets,
         "Time to instantiate a worker's module for a request",
     ),
     (
         "edgegate_guest_cpu_seconds",
-        Kind::Histogram(Unit::Seconds),
+        Kind::Buckets,
         "CPU time of a request's guest code (what the CPU budget counts)",
     ),
     (
         "edgegate_guest_memory_peak_bytes",
-        Kind::Histogram(Unit::Bytes),
+        Kind::Buckets,
         "A request's guest linear memory at its peak",
     ),
     ("edgegate_traps_total", Kind::Counter, "Guests that trapped, by worker and kind"),
@@ -103,9 +109,9 @@ const METRICS: &[(&str, Kind, &str)] = &[
         Kind::Counter,
         "Requests stopped by a limit, by worker and limit",
     ),
-    ("edgegate_requests_in_flight", Kind::Gauge, "Requests being served"),
-    ("edgegate_requests_queued", Kind::Gauge, "Requests waiting for an instance slot"),
-    ("edgegate_instance_slots_in_use", Kind::Gauge, "Instance slots held by running guests"),
+    ("edgegate_requests_in_flight", Kind::Level, "Requests being served"),
+    ("edgegate_requests_queued", Kind::Level, "Requests waiting for an instance slot"),
+    ("edgegate_instance_slots_in_use", Kind::Level, "Instance slots held by running guests"),
     ("edgegate_instance_slots", Kind::Gauge, "Instance slots (server.max_concurrency)"),
     (
         "edgegate_kv_operations_total",
@@ -117,13 +123,9 @@ const METRICS: &[(&str, Kind, &str)] = &[
         Kind::Histogram(Unit::Seconds),
         "KV operation time (redb and Redis; in-memory operations are not timed)",
     ),
-    (
-        "edgegate_upstream_duration_seconds",
-        Kind::Histogram(Unit::Seconds),
-        "Time to an upstream's response head",
-    ),
+    ("edgegate_upstream_duration_seconds", Kind::Buckets, "Time to an upstream's response head"),
     ("edgegate_upstream_errors_total", Kind::Counter, "Upstream failures, by upstream and kind"),
-    ("edgegate_upstream_in_flight", Kind::Gauge, "Requests waiting on an upstream"),
+    ("edgegate_upstream_in_flight", Kind::Level, "Requests waiting on an upstream"),
     (
         "edgegate_upstream_connections",
         Kind::Gauge,
@@ -143,6 +145,7 @@ fn describe() {
             Kind::Counter => metrics::describe_counter!(name, help),
             Kind::Gauge => metrics::describe_gauge!(name, help),
             Kind::Histogram(unit) => metrics::describe_histogram!(name, unit, help),
+            Kind::Buckets | Kind::Level => {}
         }
     }
     metrics::gauge!(
@@ -153,28 +156,12 @@ fn describe() {
     .set(1.0);
 }
 
-/// A gauge raised while this lives.
-pub(crate) struct Raised<'a>(&'a Gauge);
-
-impl<'a> Raised<'a> {
-    pub(crate) fn new(gauge: &'a Gauge) -> Self {
-        gauge.increment(1.0);
-        Self(gauge)
-    }
-}
-
-impl Drop for Raised<'_> {
-    fn drop(&mut self) {
-        self.0.decrement(1.0);
-    }
-}
-
 /// One response's counter and latency histogram.
 struct Outcome {
     status: u16,
     source: &'static str,
     requests: Counter,
-    duration: Histogram,
+    duration: Arc<Buckets>,
 }
 
 /// A route's handles: registered per status and error source on first use, per worker at
@@ -183,9 +170,28 @@ pub(crate) struct RouteMetrics {
     route: String,
     worker: String,
     outcomes: RwLock<Vec<Outcome>>,
-    instantiate: Histogram,
-    cpu: Histogram,
-    memory: Histogram,
+    instantiate: Arc<Buckets>,
+    cpu: Arc<Buckets>,
+    memory: Arc<Buckets>,
+}
+
+/// The help of `name`, a metric in [`METRICS`].
+fn help(name: &str) -> &'static str {
+    METRICS.iter().find(|(n, ..)| *n == name).map_or("", |(_, _, help)| help)
+}
+
+/// The series of request-path histogram `name` (a [`Kind::Buckets`] metric) with `labels`.
+pub(crate) fn histogram(
+    name: &'static str,
+    scale: &'static series::Scale,
+    labels: series::Labels,
+) -> Arc<Buckets> {
+    series::histogram(name, help(name), scale, labels)
+}
+
+/// The series of request-path gauge `name` (a [`Kind::Level`] metric) with `labels`.
+pub(crate) fn gauge(name: &'static str, labels: series::Labels) -> Arc<Level> {
+    series::gauge(name, help(name), labels)
 }
 
 impl std::fmt::Debug for RouteMetrics {
@@ -197,15 +203,14 @@ impl std::fmt::Debug for RouteMetrics {
 impl RouteMetrics {
     /// The handles of `route`, served by `worker`.
     pub(crate) fn new(route: &str, worker: &str) -> Self {
-        let per_worker =
-            |name: &'static str| metrics::histogram!(name, "worker" => worker.to_owned());
+        let per_worker = |name, scale| histogram(name, scale, vec![("worker", worker.to_owned())]);
         Self {
             route: route.to_owned(),
             worker: worker.to_owned(),
             outcomes: RwLock::new(Vec::new()),
-            instantiate: per_worker("edgegate_instantiate_duration_seconds"),
-            cpu: per_worker("edgegate_guest_cpu_seconds"),
-            memory: per_worker("edgegate_guest_memory_peak_bytes"),
+            instantiate: per_worker("edgegate_instantiate_duration_seconds", &SECONDS),
+            cpu: per_worker("edgegate_guest_cpu_seconds", &SECONDS),
+            memory: per_worker("edgegate_guest_memory_peak_bytes", &BYTES),
         }
     }
 
@@ -216,19 +221,18 @@ impl RouteMetrics {
             route: "-".to_owned(),
             worker: "-".to_owned(),
             outcomes: RwLock::new(Vec::new()),
-            instantiate: Histogram::noop(),
-            cpu: Histogram::noop(),
-            memory: Histogram::noop(),
+            instantiate: Buckets::detached(&SECONDS),
+            cpu: Buckets::detached(&SECONDS),
+            memory: Buckets::detached(&BYTES),
         }
     }
 
     /// Records one answered request.
     pub(crate) fn request(&self, status: u16, source: &'static str, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
         let find = |outcomes: &[Outcome]| {
             outcomes.iter().find(|o| o.status == status && o.source == source).map(|o| {
                 o.requests.increment(1);
-                o.duration.record(seconds);
+                o.duration.record_time(elapsed);
             })
         };
         if find(&self.outcomes.read().unwrap_or_else(|e| e.into_inner())).is_some() {
@@ -238,7 +242,7 @@ impl RouteMetrics {
         if find(&outcomes).is_some() {
             return;
         }
-        let labels = [
+        let labels = vec![
             ("route", self.route.clone()),
             ("worker", self.worker.clone()),
             ("status", status.to_string()),
@@ -248,10 +252,10 @@ impl RouteMetrics {
             status,
             source,
             requests: metrics::counter!("edgegate_requests_total", &labels),
-            duration: metrics::histogram!("edgegate_request_duration_seconds", &labels),
+            duration: histogram("edgegate_request_duration_seconds", &SECONDS, labels),
         };
         outcome.requests.increment(1);
-        outcome.duration.record(seconds);
+        outcome.duration.record_time(elapsed);
         outcomes.push(outcome);
     }
 
@@ -260,9 +264,9 @@ impl RouteMetrics {
         if usage.instantiate.is_zero() {
             return;
         }
-        self.instantiate.record(usage.instantiate.as_secs_f64());
-        self.cpu.record(usage.cpu.as_secs_f64());
-        self.memory.record(usage.memory_peak as f64);
+        self.instantiate.record_time(usage.instantiate);
+        self.cpu.record_time(usage.cpu);
+        self.memory.record(usage.memory_peak);
     }
 }
 

@@ -29,8 +29,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use crate::client::{self, HttpClient, SendFailure};
 use crate::config::UpstreamConfig;
 use crate::error::{ErrorKind, RequestError, error_chain};
-use crate::metrics::Raised;
-use metrics::{Gauge, Histogram};
+use crate::metrics::{Buckets, Level, Raised, SECONDS};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -89,8 +88,8 @@ pub(crate) struct Upstream {
     first_byte_timeout: Duration,
     idle_timeout: Duration,
     preserve_host: bool,
-    duration: Histogram,
-    in_flight: Gauge,
+    duration: Arc<Buckets>,
+    in_flight: Arc<Level>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -125,8 +124,15 @@ impl Upstream {
             first_byte_timeout: config.first_byte_timeout,
             idle_timeout: config.idle_timeout,
             preserve_host: config.preserve_host,
-            duration: metrics::histogram!("edgegate_upstream_duration_seconds", "upstream" => name.to_owned()),
-            in_flight: metrics::gauge!("edgegate_upstream_in_flight", "upstream" => name.to_owned()),
+            duration: crate::metrics::histogram(
+                "edgegate_upstream_duration_seconds",
+                &SECONDS,
+                vec![("upstream", name.to_owned())],
+            ),
+            in_flight: crate::metrics::gauge(
+                "edgegate_upstream_in_flight",
+                vec![("upstream", name.to_owned())],
+            ),
         })
     }
 
@@ -193,7 +199,7 @@ impl Upstream {
                 return failed(ErrorKind::UpstreamTimeout, after);
             }
         };
-        self.duration.record(started.elapsed().as_secs_f64());
+        self.duration.record_time(started.elapsed());
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let body = UpstreamBody {

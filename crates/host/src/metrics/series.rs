@@ -1,0 +1,290 @@
+//! The request path's own metrics, rendered in the Prometheus text format next to the
+//! recorder's: histograms of fixed doubling buckets ([`Buckets`]) and gauges of one atomic
+//! ([`Level`]), one allocation per series.
+//!
+//! A histogram sample is two relaxed atomic adds into memory the series owns; a gauge step is
+//! one. Through the `metrics` facade a sample is a push into `metrics-util`'s epoch-protected
+//! list of blocks, folded into buckets at scrape, and a gauge step a compare-and-swap loop on
+//! an `f64` plus a generation count: cheap in a hot loop, but end to end the request path's
+//! share cost a lightly loaded server a few percent of its CPU per request
+//! (docs/observability.md, "Cost"). The exported buckets are the same either way.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Buckets `first`, `2 × first`, …: `bounds` of them, then `+Inf`.
+#[derive(Debug)]
+pub(crate) struct Scale {
+    first: u64,
+    bounds: usize,
+    /// Recorded units per exported unit (nanoseconds per second, or 1 for bytes).
+    per_unit: u64,
+}
+
+/// Durations in nanoseconds, exported in seconds: 10 µs to 10.49 s (21 bounds).
+pub(crate) const SECONDS: Scale = Scale { first: 10_000, bounds: 21, per_unit: 1_000_000_000 };
+
+/// Sizes in bytes: 64 KiB to 1 GiB (15 bounds).
+pub(crate) const BYTES: Scale = Scale { first: 64 << 10, bounds: 15, per_unit: 1 };
+
+/// The most bounds a scale has, plus `+Inf`.
+const SLOTS: usize = 22;
+
+/// One series: a count per bucket (not cumulative) and the sum, in recorded units.
+#[derive(Debug)]
+pub(crate) struct Buckets {
+    scale: &'static Scale,
+    counts: [AtomicU64; SLOTS],
+    sum: AtomicU64,
+}
+
+impl Buckets {
+    /// A series no scrape sees (for requests that never run a guest, and before install).
+    pub(crate) fn detached(scale: &'static Scale) -> Arc<Self> {
+        Arc::new(Self { scale, counts: Default::default(), sum: AtomicU64::new(0) })
+    }
+
+    /// Records `elapsed`, in a [`SECONDS`] series.
+    pub(crate) fn record_time(&self, elapsed: Duration) {
+        self.record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Records `value`, in nanoseconds or bytes.
+    pub(crate) fn record(&self, value: u64) {
+        self.counts[self.scale.index(value)].fetch_add(1, Relaxed);
+        self.sum.fetch_add(value, Relaxed);
+    }
+}
+
+impl Scale {
+    /// The bucket of `value`: the first bound at or above it, or `bounds` for `+Inf`.
+    fn index(&self, value: u64) -> usize {
+        if value <= self.first {
+            return 0;
+        }
+        // For value in (first·2^(i-1), first·2^i], (value - 1) / first is in [2^(i-1), 2^i).
+        let i = (u64::BITS - ((value - 1) / self.first).leading_zeros()) as usize;
+        i.min(self.bounds)
+    }
+
+    fn bound(&self, i: usize) -> String {
+        let bound = self.first << i;
+        if self.per_unit == 1 {
+            bound.to_string()
+        } else {
+            (bound as f64 / self.per_unit as f64).to_string()
+        }
+    }
+}
+
+/// A series' labels, in the order they are written.
+pub(crate) type Labels = Vec<(&'static str, String)>;
+
+/// A gauge: a level that requests raise while they hold it ([`Raised`]).
+#[derive(Debug, Default)]
+pub(crate) struct Level(AtomicI64);
+
+/// A [`Level`] raised by one while this lives.
+#[derive(Debug)]
+pub(crate) struct Raised<'a>(&'a Level);
+
+impl<'a> Raised<'a> {
+    pub(crate) fn new(level: &'a Level) -> Self {
+        level.0.fetch_add(1, Relaxed);
+        Self(level)
+    }
+}
+
+impl Drop for Raised<'_> {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A family: its name, help and series by label set.
+struct Family<T> {
+    name: &'static str,
+    help: &'static str,
+    series: Vec<(Labels, Arc<T>)>,
+}
+
+type Families<T> = Mutex<Vec<Family<T>>>;
+
+static HISTOGRAMS: Families<Buckets> = Mutex::new(Vec::new());
+static GAUGES: Families<Level> = Mutex::new(Vec::new());
+
+/// The series of `name` with `labels` in `families`, registered with `new` on first use: a
+/// reloaded configuration gets the same series back, so its counts carry on.
+fn find_or_add<T>(
+    families: &Families<T>,
+    name: &'static str,
+    help: &'static str,
+    labels: Labels,
+    new: impl FnOnce() -> Arc<T>,
+) -> Arc<T> {
+    let mut families = families.lock().unwrap_or_else(|e| e.into_inner());
+    let family = match families.iter().position(|f| f.name == name) {
+        Some(i) => &mut families[i],
+        None => {
+            families.push(Family { name, help, series: Vec::new() });
+            families.last_mut().expect("just pushed")
+        }
+    };
+    if let Some((_, value)) = family.series.iter().find(|(l, _)| *l == labels) {
+        return value.clone();
+    }
+    let value = new();
+    family.series.push((labels, value.clone()));
+    value
+}
+
+/// The histogram series of `name` with `labels`.
+pub(crate) fn histogram(
+    name: &'static str,
+    help: &'static str,
+    scale: &'static Scale,
+    labels: Labels,
+) -> Arc<Buckets> {
+    find_or_add(&HISTOGRAMS, name, help, labels, || Buckets::detached(scale))
+}
+
+/// The gauge series of `name` with `labels`.
+pub(crate) fn gauge(name: &'static str, help: &'static str, labels: Labels) -> Arc<Level> {
+    find_or_add(&GAUGES, name, help, labels, Arc::default)
+}
+
+/// Every registered family in the Prometheus text format.
+pub(crate) fn render(out: &mut String) {
+    for family in HISTOGRAMS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        header(out, family, "histogram");
+        for (labels, buckets) in &family.series {
+            render_histogram(out, family.name, labels, buckets);
+        }
+    }
+    for family in GAUGES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        header(out, family, "gauge");
+        for (labels, level) in &family.series {
+            let _ =
+                writeln!(out, "{}{} {}", family.name, braced(labels, ""), level.0.load(Relaxed));
+        }
+    }
+}
+
+fn header<T>(out: &mut String, family: &Family<T>, kind: &str) {
+    let (name, help) = (family.name, family.help);
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn render_histogram(out: &mut String, name: &str, labels: &Labels, buckets: &Buckets) {
+    let scale = buckets.scale;
+    let mut total = 0;
+    for (i, count) in buckets.counts.iter().take(scale.bounds + 1).enumerate() {
+        total += count.load(Relaxed);
+        let le = if i == scale.bounds { "+Inf".to_owned() } else { scale.bound(i) };
+        let _ = writeln!(out, "{name}_bucket{} {total}", braced(labels, &format!("le=\"{le}\"")));
+    }
+    let labels = braced(labels, "");
+    let sum = buckets.sum.load(Relaxed);
+    let sum = if scale.per_unit == 1 {
+        sum.to_string()
+    } else {
+        (sum as f64 / scale.per_unit as f64).to_string()
+    };
+    let _ = writeln!(out, "{name}_sum{labels} {sum}\n{name}_count{labels} {total}");
+}
+
+/// `labels` and then `last` (already written out), in braces; nothing when both are empty.
+fn braced(labels: &Labels, last: &str) -> String {
+    let mut parts: Vec<String> =
+        labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+    if !last.is_empty() {
+        parts.push(last.to_owned());
+    }
+    if parts.is_empty() { String::new() } else { format!("{{{}}}", parts.join(",")) }
+}
+
+/// A label value as the text format wants it.
+fn escape(value: &str) -> String {
+    value.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_lands_in_the_first_bucket_at_or_above_it() {
+        let s = &SECONDS;
+        for (value, bucket) in [
+            (0, 0),
+            (10_000, 0),
+            (10_001, 1),
+            (20_000, 1),
+            (20_001, 2),
+            (40_000, 2),
+            (10_000 << 20, 20),
+            ((10_000 << 20) + 1, 21),
+            (u64::MAX, 21),
+        ] {
+            assert_eq!(s.index(value), bucket, "{value} ns");
+        }
+        assert_eq!((BYTES.index(131_072), BYTES.index(131_073)), (1, 2));
+        assert_eq!((BYTES.index(1 << 30), BYTES.index((1 << 30) + 1)), (14, 15));
+        assert_eq!((s.bound(0), s.bound(20)), ("0.00001".to_owned(), "10.48576".to_owned()));
+        assert_eq!(BYTES.bound(14), "1073741824");
+    }
+
+    #[test]
+    fn series_render_cumulative_buckets_sum_and_count() {
+        let labels = vec![("worker", "w\"1".to_owned())];
+        let a = histogram("test_render_seconds", "help text", &SECONDS, labels.clone());
+        a.record(15_000);
+        a.record(15_000);
+        a.record(30_000_000_000);
+        // The same labels are the same series.
+        histogram("test_render_seconds", "help text", &SECONDS, labels).record(5_000);
+        let mut out = String::new();
+        render(&mut out);
+        let text: Vec<&str> = out.lines().filter(|l| l.contains("test_render")).collect();
+        assert_eq!(text[0], "# HELP test_render_seconds help text");
+        assert_eq!(text[1], "# TYPE test_render_seconds histogram");
+        assert_eq!(text[2], r#"test_render_seconds_bucket{worker="w\"1",le="0.00001"} 1"#);
+        assert_eq!(text[3], r#"test_render_seconds_bucket{worker="w\"1",le="0.00002"} 3"#);
+        assert_eq!(text[23], r#"test_render_seconds_bucket{worker="w\"1",le="+Inf"} 4"#);
+        assert_eq!(text[24], r#"test_render_seconds_sum{worker="w\"1"} 30.000035"#);
+        assert_eq!(text[25], r#"test_render_seconds_count{worker="w\"1"} 4"#);
+        assert_eq!(text.len(), 26);
+    }
+
+    #[test]
+    fn gauges_render_their_level_while_raised() {
+        let plain = gauge("test_level_plain", "plain help", Vec::new());
+        let labeled = gauge("test_level_labeled", "labeled help", vec![("upstream", "a".into())]);
+        let rendered = || {
+            let mut out = String::new();
+            render(&mut out);
+            out.lines().filter(|l| l.contains("test_level")).map(str::to_owned).collect::<Vec<_>>()
+        };
+        let one = Raised::new(&plain);
+        let two = Raised::new(&plain);
+        let three = Raised::new(&labeled);
+        assert_eq!(
+            rendered(),
+            [
+                "# HELP test_level_plain plain help",
+                "# TYPE test_level_plain gauge",
+                "test_level_plain 2",
+                "# HELP test_level_labeled labeled help",
+                "# TYPE test_level_labeled gauge",
+                r#"test_level_labeled{upstream="a"} 1"#,
+            ]
+        );
+        drop((one, three));
+        assert_eq!(rendered()[2], "test_level_plain 1");
+        assert_eq!(rendered()[5], r#"test_level_labeled{upstream="a"} 0"#);
+        drop(two);
+        assert_eq!(rendered()[2], "test_level_plain 0");
+    }
+}
