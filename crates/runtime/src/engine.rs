@@ -1,5 +1,9 @@
 //! The one Wasmtime [`Engine`] every worker shares, and the thread that ticks its epoch.
 //!
+//! The ticker ticks while requests run and for [`LINGER`] after the last one, then parks until
+//! the next request starts ([`Activity`]): an idle gateway does not wake a thread a thousand
+//! times a second.
+//!
 //! The engine uses the pooling instance allocator: at start it reserves `max_instances` slots,
 //! each with room for one instance, one linear memory (up to `max_memory`), one table and one
 //! async stack, so instantiating is a slot lookup plus a copy-on-write mapping of the module's
@@ -13,9 +17,9 @@
 //!           else memset), `madvise(DONTNEED)` the rest; the slot goes back to the free list.
 //! ```
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -83,30 +87,102 @@ pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
     Engine::new(&wasm)
 }
 
-/// Increments the engine's epoch every tick until dropped.
+/// How long the ticker keeps ticking after the last request before it parks.
+pub(crate) const LINGER: Duration = Duration::from_millis(100);
+
+/// Whether any request may be running guest code, and so needs the ticker: every request
+/// holds an [`Active`] from before its instantiation until its store is dropped.
+///
+/// A request raises `running` and then reads `parked`; the ticker sets `parked` and then reads
+/// `running` before it parks. All four are `SeqCst`, so at least one side sees the other: the
+/// request wakes the ticker, or the ticker does not park. (An unpark before the park is kept
+/// by the thread's token.)
+#[derive(Debug, Default)]
+pub(crate) struct Activity {
+    running: AtomicUsize,
+    parked: AtomicBool,
+    /// The ticker thread, set by the thread itself before it can park.
+    ticker: OnceLock<Thread>,
+}
+
+/// A request that may run guest code; the ticker ticks while one lives.
+#[derive(Debug)]
+pub(crate) struct Active<'a>(&'a Activity);
+
+impl Activity {
+    pub(crate) fn enter(&self) -> Active<'_> {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        if self.parked.load(Ordering::SeqCst)
+            && let Some(ticker) = self.ticker.get()
+        {
+            ticker.unpark();
+        }
+        Active(self)
+    }
+
+    /// Whether the ticker is parked (or about to park).
+    #[cfg(test)]
+    pub(crate) fn parked(&self) -> bool {
+        self.parked.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Increments the engine's epoch every tick while requests run, until dropped.
 #[derive(Debug)]
 pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
+    activity: Arc<Activity>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
     pub(crate) fn start(engine: &Engine, tick: Duration) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
+        let activity = Arc::new(Activity::default());
         let engine = engine.weak();
+        let linger = LINGER.as_nanos().div_ceil(tick.as_nanos().max(1));
         let thread = std::thread::Builder::new().name("edgegate-epoch".into()).spawn({
-            let stop = stop.clone();
+            let (stop, activity) = (stop.clone(), activity.clone());
             move || {
+                let _ = activity.ticker.set(std::thread::current());
+                let mut idle_ticks = 0;
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(tick);
                     match engine.upgrade() {
                         Some(engine) => engine.increment_epoch(),
                         None => break,
                     }
+                    if activity.running.load(Ordering::SeqCst) > 0 {
+                        idle_ticks = 0;
+                        continue;
+                    }
+                    idle_ticks += 1;
+                    if idle_ticks < linger {
+                        continue;
+                    }
+                    activity.parked.store(true, Ordering::SeqCst);
+                    while activity.running.load(Ordering::SeqCst) == 0
+                        && !stop.load(Ordering::Relaxed)
+                    {
+                        std::thread::park();
+                    }
+                    activity.parked.store(false, Ordering::SeqCst);
+                    idle_ticks = 0;
                 }
             }
         })?;
-        Ok(Self { stop, thread: Some(thread) })
+        Ok(Self { stop, activity, thread: Some(thread) })
+    }
+
+    /// What requests tell the ticker.
+    pub(crate) fn activity(&self) -> &Arc<Activity> {
+        &self.activity
     }
 }
 
@@ -114,6 +190,7 @@ impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
     }

@@ -70,7 +70,7 @@ pub struct Runtime {
     linker: Linker<RequestState>,
     cache: Option<ModuleCache>,
     config: RuntimeConfig,
-    _ticker: engine::EpochTicker,
+    ticker: engine::EpochTicker,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -89,7 +89,7 @@ impl Runtime {
         let engine = engine::new_engine(&config)?;
         let linker = hostcalls::linker(&engine)?;
         let ticker = engine::EpochTicker::start(&engine, config.epoch_tick)?;
-        Ok(Self { engine, linker, cache, config, _ticker: ticker })
+        Ok(Self { engine, linker, cache, config, ticker })
     }
 
     /// Loads a module as a worker.
@@ -104,6 +104,11 @@ impl Runtime {
 
     pub(crate) fn linker(&self) -> &Linker<RequestState> {
         &self.linker
+    }
+
+    /// What requests tell the epoch ticker, so that it ticks while they run.
+    pub(crate) fn activity(&self) -> &std::sync::Arc<engine::Activity> {
+        self.ticker.activity()
     }
 
     /// Compiles `wasm` ahead of time for this engine: the bytes of a `.cwasm` that

@@ -153,6 +153,8 @@ pub(crate) struct WorkerShared {
     /// The epoch ticks a guest must have been seen running at before its CPU budget can stop
     /// it: the budget in ticks, at least 1.
     pub(crate) cpu_ticks: u32,
+    /// What every request tells the runtime's epoch ticker.
+    pub(crate) activity: Arc<crate::engine::Activity>,
 }
 
 /// Why the runtime stopped a guest, recorded before it interrupts so that the trap that follows
@@ -344,6 +346,8 @@ pub(crate) async fn run(
         let error = ExecError::new(ExecErrorKind::Internal, "request does not fit in 4 GiB");
         return (Err(error), Usage::default());
     };
+    // Before the store: the epoch must tick from the first guest instruction on.
+    let _active = target.shared.activity.enter();
     let deadline = Instant::now() + limits.deadline;
     let state = RequestState {
         worker: target.shared.clone(),

@@ -105,6 +105,50 @@ async fn the_guest_sees_the_whole_request() {
     assert_eq!(response(&worker, get("/config?key=missing")).await.status(), 404);
 }
 
+/// An idle runtime's ticker parks; the next request wakes it, so a spinning guest is still
+/// stopped by its budget, and the ticker parks again once the runtime is idle.
+#[test]
+fn the_idle_ticker_parks_and_the_next_request_wakes_it() {
+    // Its own runtime: the shared one is kept busy by the tests running alongside.
+    let config = RuntimeConfig { max_instances: 2, ..RuntimeConfig::default() };
+    let runtime = Runtime::new(config, None).unwrap();
+    let spec = WorkerSpec {
+        name: "idle",
+        wasm: &std::fs::read(guests::HOSTILE).unwrap(),
+        limits: Limits::default(),
+        config: BTreeMap::new(),
+        keys: None,
+        kv: Vec::new(),
+        fetcher: None,
+    };
+    let worker = runtime.load(spec).unwrap();
+    let parks = || {
+        (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            runtime.activity().parked()
+        })
+    };
+    assert!(parks(), "the ticker did not park within 2 s of idleness");
+
+    // Were the ticker left parked, the loop would never be interrupted: it spins on a thread of
+    // its own, this test gives up on it after 10 s, and the tokio runtime is shut down without
+    // waiting for it (a failure, not a hang).
+    let tokio =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let spinning = tokio.spawn({
+        let worker = worker.clone();
+        async move { failure(&worker, "/loop").await }
+    });
+    let outcome = tokio.block_on(async {
+        let stopped = tokio::time::timeout(Duration::from_secs(10), spinning).await.ok()?;
+        Some((stopped.unwrap(), response(&worker, get("/ok")).await.status().as_u16()))
+    });
+    tokio.shutdown_background();
+    let (stopped, ok) = outcome.expect("a parked ticker left a spinning guest running");
+    assert_eq!((stopped, ok), (ExecErrorKind::CpuBudgetExceeded, 200));
+    assert!(parks(), "the ticker did not park again");
+}
+
 #[tokio::test]
 async fn infinite_loop_is_stopped_by_the_cpu_budget() {
     let worker = hostile();
