@@ -29,11 +29,6 @@ const UPKEEP: Duration = Duration::from_secs(5);
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
-/// `first`, `first × 2`, … up to the first bucket at or past `last`.
-fn doubling(first: f64, last: f64) -> Vec<f64> {
-    std::iter::successors(Some(first), |b| (*b < last).then_some(b * 2.0)).collect()
-}
-
 /// Installs the process's recorder, describes the metrics and starts the upkeep task (which
 /// needs a tokio runtime). Later calls change nothing.
 pub fn install() -> Result<(), String> {
@@ -41,7 +36,7 @@ pub fn install() -> Result<(), String> {
         return Ok(());
     }
     let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &doubling(10e-6, 10.0))
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS.bounds())
         .map_err(|e| e.to_string())?
         .install_recorder()
         .map_err(|e| format!("installing the metrics recorder: {e}"))?;
@@ -294,11 +289,11 @@ pub(crate) fn failure(worker: &str, error: &RequestError) {
 
 #[cfg(test)]
 mod tests {
-    use super::{METRICS, doubling};
+    use super::{METRICS, SECONDS};
 
     #[test]
     fn buckets_double_from_10_us_past_10_s() {
-        let buckets = doubling(10e-6, 10.0);
+        let buckets = SECONDS.bounds();
         assert_eq!(buckets.len(), 21);
         assert_eq!(buckets[0], 10e-6);
         assert!(buckets[19] < 10.0 && buckets[20] >= 10.0, "{buckets:?}");

@@ -70,11 +70,21 @@ impl Scale {
     }
 
     fn bound(&self, i: usize) -> String {
-        let bound = self.first << i;
+        self.exported(self.first << i)
+    }
+
+    /// The bounds in exported units, for the recorder's histograms of the same scale.
+    pub(crate) fn bounds(&self) -> Vec<f64> {
+        (0..self.bounds).map(|i| (self.first << i) as f64 / self.per_unit as f64).collect()
+    }
+
+    /// `value`, in recorded units, as the text format writes it in exported units (bytes
+    /// stay integers, exact at any size).
+    fn exported(&self, value: u64) -> String {
         if self.per_unit == 1 {
-            bound.to_string()
+            value.to_string()
         } else {
-            (bound as f64 / self.per_unit as f64).to_string()
+            (value as f64 / self.per_unit as f64).to_string()
         }
     }
 }
@@ -186,12 +196,7 @@ fn render_histogram(out: &mut String, name: &str, labels: &Labels, buckets: &Buc
         let _ = writeln!(out, "{name}_bucket{} {total}", braced(labels, &format!("le=\"{le}\"")));
     }
     let labels = braced(labels, "");
-    let sum = buckets.sum.load(Relaxed);
-    let sum = if scale.per_unit == 1 {
-        sum.to_string()
-    } else {
-        (sum as f64 / scale.per_unit as f64).to_string()
-    };
+    let sum = scale.exported(buckets.sum.load(Relaxed));
     let _ = writeln!(out, "{name}_sum{labels} {sum}\n{name}_count{labels} {total}");
 }
 

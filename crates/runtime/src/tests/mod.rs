@@ -25,7 +25,16 @@ fn load_with(path: &str, limits: Limits, config: &[(&str, &str)]) -> Result<Work
 }
 
 fn load_bytes(wasm: &[u8], limits: Limits, config: &[(&str, &str)]) -> Result<Worker, LoadError> {
-    runtime().load(WorkerSpec {
+    load_into(runtime(), wasm, limits, config)
+}
+
+fn load_into(
+    runtime: &Runtime,
+    wasm: &[u8],
+    limits: Limits,
+    config: &[(&str, &str)],
+) -> Result<Worker, LoadError> {
+    runtime.load(WorkerSpec {
         name: "test",
         wasm,
         limits,
@@ -112,16 +121,8 @@ fn the_idle_ticker_parks_and_the_next_request_wakes_it() {
     // Its own runtime: the shared one is kept busy by the tests running alongside.
     let config = RuntimeConfig { max_instances: 2, ..RuntimeConfig::default() };
     let runtime = Runtime::new(config, None).unwrap();
-    let spec = WorkerSpec {
-        name: "idle",
-        wasm: &std::fs::read(guests::HOSTILE).unwrap(),
-        limits: Limits::default(),
-        config: BTreeMap::new(),
-        keys: None,
-        kv: Vec::new(),
-        fetcher: None,
-    };
-    let worker = runtime.load(spec).unwrap();
+    let hostile = std::fs::read(guests::HOSTILE).unwrap();
+    let worker = load_into(&runtime, &hostile, Limits::default(), &[]).unwrap();
     let parks = || {
         (0..200).any(|_| {
             std::thread::sleep(Duration::from_millis(10));
