@@ -41,6 +41,10 @@ pub struct BenchCommand {
     /// Warm-up before each run, not recorded.
     #[arg(long, value_parser = humantime::parse_duration)]
     warmup: Option<Duration>,
+    /// Slices each fixed-rate run is cut into, the runtimes taking turns (default 2 quick,
+    /// 5 full).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: Option<u32>,
     /// Keep-alive connections.
     #[arg(long)]
     connections: Option<usize>,
@@ -99,6 +103,7 @@ impl BenchCommand {
         );
         plan.duration = self.duration.unwrap_or(plan.duration);
         plan.warmup = self.warmup.unwrap_or(plan.warmup);
+        plan.rounds = self.rounds.map_or(plan.rounds, |n| n as usize);
         plan.connections = self.connections.unwrap_or(plan.connections).max(1);
         if self.no_saturation {
             plan.saturate.clear();

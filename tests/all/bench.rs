@@ -51,7 +51,18 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
     let out = tempfile::tempdir().unwrap();
     let results = bench(
         out.path(),
-        &["--runtimes", runtimes, "--rates", "200", "--heavy-rates", "4", "--connections", "4"],
+        &[
+            "--runtimes",
+            runtimes,
+            "--rates",
+            "200",
+            "--heavy-rates",
+            "4",
+            "--connections",
+            "4",
+            "--rounds",
+            "3",
+        ],
     );
     for name in runtimes.split(',') {
         let r = runtime(&results, name);
@@ -65,6 +76,13 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
         }
         let runs = r["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 5, "{name}");
+        for run in runs {
+            // The runtimes took turns: three slices each, merged; at 4 requests/s the 300 ms
+            // run is one slice (each slice has at least 10 requests due).
+            let heavy = ["image-resize", "mixed"].contains(&run["workload"].as_str().unwrap());
+            let slices = run["round_p99_us"].as_array().unwrap().len();
+            assert_eq!(slices, if heavy { 1 } else { 3 }, "{name}: {run}");
+        }
         for run in runs.iter().filter(|run| run["workload"] != "image-resize") {
             assert!(run["ok"].as_u64().unwrap() > 0, "{name}: {run}");
             assert!(run["latency"]["p99"].as_f64().unwrap() > 0.0, "{name}: {run}");
@@ -77,6 +95,7 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
     assert_eq!(runtime(&results, "edgegate")["cold_start"].as_array().unwrap().len(), 3);
 
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(report.contains("each run is 3 slices per runtime"), "{report}");
     for section in ["## static-json", "## db-lookup", "## Cold start", "## Decision matrix"] {
         assert!(report.contains(section), "{section} missing from the report");
     }

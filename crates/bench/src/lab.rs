@@ -1,11 +1,20 @@
-//! The lab: for each runtime, start it (timing the start), check that it answers every
-//! workload correctly, load it at fixed rates, search for its saturation rate, and collect
-//! it all into [`Results`].
+//! The lab: start every runtime (timing the start) and check that it answers every workload
+//! correctly; load them at fixed rates, **interleaved**; then, one runtime at a time, search
+//! for its saturation rate and cross-check it; collect it all into [`Results`].
 //!
 //! ```text
-//!  for runtime:  prepare ─▶ start ×2 (cold start) ─▶ check answers ─▶ fixed-rate runs
-//!                  │ missing: reported, skipped                  ─▶ saturation search ─▶ stop
+//!  for runtime:  prepare ─▶ start ×2 (cold start) ─▶ check answers ─▶ pause (SIGSTOP)
+//!                  │ missing: reported, skipped
+//!  for workload, rate, round:  for runtime (rotated):  resume ─▶ one slice ─▶ pause
+//!  for runtime:  resume ─▶ saturation search ─▶ cross-check ─▶ stop
 //! ```
+//!
+//! A fixed-rate run is [`Plan::rounds`] slices per runtime, the runtimes taking turns (the
+//! order rotates each round), merged into one histogram per runtime. This VM's background
+//! noise changes over minutes: measured one after the other, two runtimes saw different
+//! machines and a p99 ratio between them moved 0.3–2.5× from one run to the next. Taking
+//! turns, every runtime samples the same stretch of time. The runtimes not being measured
+//! are stopped (SIGSTOP), so an idle runtime's timers take nothing from the one that is.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +23,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::affinity::CpuPlan;
-use crate::load::{self, LoadSpec, RequestTemplate};
+use crate::load::{self, LoadResult, LoadSpec, RequestTemplate};
 use crate::procfs;
 use crate::report::{
     Check, ColdStart, CrossCheck, CrossRound, Meta, Percentiles, Probe, Results, Run,
@@ -40,6 +49,9 @@ pub struct Plan {
     pub warmup: Duration,
     /// Recorded part of each fixed-rate run.
     pub duration: Duration,
+    /// Slices each fixed-rate run is cut into, the runtimes taking turns (one continuous run
+    /// when only one runtime is measured).
+    pub rounds: usize,
     /// Keep-alive connections.
     pub connections: usize,
     /// Workloads to search the saturation rate of.
@@ -72,6 +84,7 @@ impl Plan {
             heavy_rates: vec![10.0],
             warmup: Duration::from_millis(400),
             duration: Duration::from_millis(1200),
+            rounds: 1,
             connections: 32,
             saturate: vec![Workload::DbLookup],
             probe: (Duration::from_millis(200), Duration::from_millis(800)),
@@ -85,8 +98,8 @@ impl Plan {
     }
 
     /// The full plan: 2k, 5k and 10k requests per second (5, 10 and 20 for the heavy
-    /// workloads), 10 s each after 2 s of warm-up, and a saturation search for every
-    /// workload.
+    /// workloads), 10 s each in five 2 s slices (2 s of warm-up before the first, 0.4 s before
+    /// each of the others), and a saturation search for every workload.
     pub fn full() -> Self {
         Self {
             mode: "full".into(),
@@ -94,6 +107,7 @@ impl Plan {
             heavy_rates: vec![5.0, 10.0, 20.0],
             warmup: Duration::from_secs(2),
             duration: Duration::from_secs(10),
+            rounds: 5,
             saturate: Workload::ALL.to_vec(),
             probe: (Duration::from_secs(1), Duration::from_secs(3)),
             bisect_steps: 4,
@@ -121,7 +135,7 @@ impl Plan {
         let runs: usize = self.workloads.iter().map(|&w| self.rates_of(w).len()).sum();
         let probes = self.saturate.iter().filter(|w| self.workloads.contains(w)).count()
             * (6 + self.bisect_steps as usize);
-        (self.runtimes.len() * (1 + runs + probes)) as u64
+        (self.runtimes.len() * (1 + runs * self.rounds.max(1) + probes)) as u64
     }
 }
 
@@ -141,7 +155,10 @@ pub fn run(plan: &Plan, env: &Environment, cpus: &CpuPlan) -> anyhow::Result<Res
             progress.println(line);
         }
     };
+    let lab = Lab { plan, env, cpus, fixtures: &fixtures, progress: &progress, say: &say };
     let mut results = Results { meta: Meta::collect(plan, cpus), runtimes: Vec::new() };
+    // Every runtime that starts and answers, paused until its turn; with its result's index.
+    let mut servers: Vec<(usize, Server)> = Vec::new();
     for &runtime in &plan.runtimes {
         progress.set_message(format!("{}: starting", runtime.name()));
         let result = match env.prepare(runtime, &fixtures) {
@@ -149,28 +166,36 @@ pub fn run(plan: &Plan, env: &Environment, cpus: &CpuPlan) -> anyhow::Result<Res
                 say(format!("{}: MISSING: {missing}", runtime.name()));
                 RuntimeResult::missing(runtime, missing)
             }
-            Ok(prepared) => {
-                let mut lab = RuntimeLab {
-                    plan,
-                    env,
-                    cpus,
-                    fixtures: &fixtures,
-                    progress: &progress,
-                    say: &say,
-                };
-                lab.measure(&prepared).unwrap_or_else(|e| {
+            Ok(prepared) => match lab.start(&prepared) {
+                Ok((result, server)) => {
+                    server.pause();
+                    servers.push((results.runtimes.len(), server));
+                    result
+                }
+                Err(e) => {
                     say(format!("{}: FAILED: {e:#}", runtime.name()));
                     RuntimeResult::failed(runtime, prepared.version.clone(), format!("{e:#}"))
-                })
-            }
+                }
+            },
         };
         results.runtimes.push(result);
+    }
+    results.meta.rounds = if servers.len() > 1 { plan.rounds.max(1) } else { 1 };
+    lab.fixed_rates(&mut results.runtimes, &mut servers);
+    for (index, server) in servers {
+        let result = &mut results.runtimes[index];
+        server.resume();
+        if let Err(e) = lab.searches(&server, result) {
+            say(format!("{}: FAILED: {e:#}", result.runtime.name()));
+            result.failed = Some(format!("{e:#}"));
+        }
+        server.stop();
     }
     progress.finish_and_clear();
     Ok(results)
 }
 
-struct RuntimeLab<'a, F: Fn(String)> {
+struct Lab<'a, F: Fn(String)> {
     plan: &'a Plan,
     env: &'a Environment,
     cpus: &'a CpuPlan,
@@ -180,6 +205,10 @@ struct RuntimeLab<'a, F: Fn(String)> {
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The fewest requests due in one slice of a fixed-rate run: a run too short for its rate
+/// gets fewer slices.
+const MIN_SLICE: f64 = 10.0;
 
 /// Rounds of the cross-check, each one run of wrk and one of the lab.
 const CROSS_CHECK_ROUNDS: usize = 4;
@@ -197,8 +226,10 @@ done = function(summary, latency, requests)
 end
 "#;
 
-impl<F: Fn(String)> RuntimeLab<'_, F> {
-    fn measure(&mut self, prepared: &Prepared) -> anyhow::Result<RuntimeResult> {
+impl<F: Fn(String)> Lab<'_, F> {
+    /// Starts `prepared` (timing its cold starts), reads its idle memory and checks its
+    /// answer to every workload. Returns the server, running.
+    fn start(&self, prepared: &Prepared) -> anyhow::Result<(RuntimeResult, Server)> {
         let runtime = prepared.runtime;
         let name = runtime.name();
         let mut result = RuntimeResult::new(runtime, Some(prepared.version.clone()));
@@ -209,40 +240,108 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
         }
         self.progress.inc(1);
         result.idle_rss_mb = procfs::sample(server.pid()).ok().map(|s| mb(s.rss));
-
         for &workload in &self.plan.workloads {
-            let requests = self.fixtures.requests(workload);
-            let check = check_answers(server.addr, &requests);
+            let check = check_answers(server.addr, &self.fixtures.requests(workload));
             let ok = check.is_ok();
             result.checks.push(Check { workload, ok, detail: check.err().unwrap_or_default() });
             if !ok {
                 (self.say)(format!("{name}: {}: WRONG ANSWER, not measured", workload.name()));
+            }
+        }
+        Ok((result, server))
+    }
+
+    fn templates(&self, workload: Workload) -> Arc<[RequestTemplate]> {
+        self.fixtures.requests(workload).into_iter().map(|(t, _)| t).collect()
+    }
+
+    /// Every workload at every fixed rate: each runtime that answered it correctly gets
+    /// [`Plan::rounds`] slices of the run, taking turns with the others (the order rotates
+    /// each round), and its slices are merged. A runtime that fails is marked so and dropped.
+    fn fixed_rates(&self, results: &mut [RuntimeResult], servers: &mut Vec<(usize, Server)>) {
+        for &workload in &self.plan.workloads {
+            let templates = self.templates(workload);
+            for &rate in self.plan.rates_of(workload) {
+                let turns: Vec<&(usize, Server)> = servers
+                    .iter()
+                    .filter(|(index, _)| {
+                        let r = &results[*index];
+                        r.failed.is_none()
+                            && r.checks.iter().any(|c| c.workload == workload && c.ok)
+                    })
+                    .collect();
+                let rounds = match turns.len() {
+                    0 | 1 => 1,
+                    // At least MIN_SLICE requests due in each slice.
+                    _ => {
+                        let due = rate * self.plan.duration.as_secs_f64();
+                        self.plan.rounds.clamp(1, ((due / MIN_SLICE) as usize).max(1))
+                    }
+                };
+                let mut gathered = vec![Some(Gathered::default()); turns.len()];
+                for round in 0..rounds {
+                    for turn in 0..turns.len() {
+                        let k = (turn + round) % turns.len();
+                        let (index, server) = turns[k];
+                        let Some(into) = &mut gathered[k] else { continue };
+                        let name = results[*index].runtime.name();
+                        self.progress.set_message(format!(
+                            "{name} {} @ {rate} rps, round {} of {rounds}",
+                            workload.name(),
+                            round + 1
+                        ));
+                        // The first slice warms up fully; the later ones only reconnect.
+                        let warmup = match round {
+                            0 => self.plan.warmup,
+                            _ => self.plan.warmup / rounds as u32,
+                        };
+                        let spec =
+                            self.spec(server, rate, warmup, self.plan.duration / rounds as u32);
+                        server.resume();
+                        let slice = into.add(server, &spec, &templates, &self.cpus.load);
+                        server.pause();
+                        if let Err(e) = slice {
+                            (self.say)(format!("{name}: FAILED: {e:#}"));
+                            results[*index].failed = Some(format!("{e:#}"));
+                            gathered[k] = None;
+                        }
+                        self.progress.inc(1);
+                    }
+                }
+                for (&(index, _), gathered) in turns.iter().zip(gathered) {
+                    let Some(gathered) = gathered else { continue };
+                    let run = gathered.finish(workload, rate, self.plan.slack_of(workload));
+                    (self.say)(format!(
+                        "{} {} @ {rate} rps: p50 {:.0} µs, p99 {:.0} µs, {} errors, {:.1} µs CPU/req",
+                        results[*index].runtime.name(),
+                        workload.name(),
+                        run.latency.p50,
+                        run.latency.p99,
+                        run.errors.total(),
+                        run.cpu_us_per_request.unwrap_or(f64::NAN),
+                    ));
+                    results[*index].runs.push(run);
+                }
+            }
+        }
+        servers.retain(|(index, _)| results[*index].failed.is_none());
+    }
+
+    /// One runtime on its own: the saturation searches, then the cross-check.
+    fn searches(&self, server: &Server, result: &mut RuntimeResult) -> anyhow::Result<()> {
+        let name = result.runtime.name();
+        for &workload in &self.plan.workloads {
+            let answered = result.checks.iter().any(|c| c.workload == workload && c.ok);
+            if !answered || !self.plan.saturate.contains(&workload) {
                 continue;
             }
-            let templates: Arc<[RequestTemplate]> = requests.into_iter().map(|(t, _)| t).collect();
-            for &rate in self.plan.rates_of(workload) {
-                self.progress.set_message(format!("{name} {} @ {rate} rps", workload.name()));
-                let run = self.fixed_rate(&server, workload, &templates, rate)?;
-                (self.say)(format!(
-                    "{name} {} @ {rate} rps: p50 {:.0} µs, p99 {:.0} µs, {} errors, {:.1} µs CPU/req",
-                    workload.name(),
-                    run.latency.p50,
-                    run.latency.p99,
-                    run.errors.total(),
-                    run.cpu_us_per_request.unwrap_or(f64::NAN),
-                ));
-                result.runs.push(run);
-                self.progress.inc(1);
-            }
-            if self.plan.saturate.contains(&workload) {
-                let s = self.saturation(&server, workload, &templates)?;
-                (self.say)(format!("{name} {}: saturation {}", workload.name(), s.describe()));
-                result.saturation.push(s);
-            }
+            let s = self.saturation(server, workload, &self.templates(workload))?;
+            (self.say)(format!("{name} {}: saturation {}", workload.name(), s.describe()));
+            result.saturation.push(s);
         }
         if let Some(wrk) = &self.plan.wrk {
             self.progress.set_message(format!("{name}: cross-check with wrk"));
-            let check = self.cross_check(&server, wrk)?;
+            let check = self.cross_check(server, wrk)?;
             let (wrk, lab, sent) = check.medians();
             (self.say)(format!(
                 "{name}: cross-check, medians of {} rounds: p50 lab {:.0} µs ({:.0} from the \
@@ -257,8 +356,7 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
             ));
             result.cross_check = Some(check);
         }
-        server.stop();
-        Ok(result)
+        Ok(())
     }
 
     /// The same endpoint (`GET /kv/user:1`) measured by wrk (Debian's, a lean C client) and
@@ -353,19 +451,8 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
         }
     }
 
-    fn fixed_rate(
-        &self,
-        server: &Server,
-        workload: Workload,
-        templates: &Arc<[RequestTemplate]>,
-        rate: f64,
-    ) -> anyhow::Result<Run> {
-        let spec = self.spec(server, rate, self.plan.warmup, self.plan.duration);
-        measured_run(server, workload, &spec, templates, self.cpus, self.plan.slack_of(workload))
-    }
-
-    /// Doubles the rate from the first fixed rate until the p99 passes the bound (or errors
-    /// appear), then bisects between the last good and the first bad rate.
+    /// The highest rate whose p99 stays under the bound with no errors, by [`search`] from
+    /// the first fixed rate.
     fn saturation(
         &self,
         server: &Server,
@@ -376,7 +463,7 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
         let (warmup, duration) = self.plan.probe;
         let mut s =
             Saturation { workload, bound_us: bound.as_secs_f64() * 1e6, ..Saturation::default() };
-        let mut probe = |rate: f64| -> anyhow::Result<bool> {
+        let once = |rate: f64| -> anyhow::Result<bool> {
             self.progress.set_message(format!("{} saturation @ {rate:.0} rps", workload.name()));
             let spec = self.spec(server, rate, warmup, duration);
             let result = load::run(&spec, templates, &self.cpus.load)?;
@@ -401,93 +488,146 @@ impl<F: Fn(String)> RuntimeLab<'_, F> {
         };
         let start = self.plan.rates_of(workload).first().copied().unwrap_or(1000.0);
         let cap = if workload.heavy() { 5_000.0 } else { 500_000.0 };
-        let (mut good, mut bad) = (None, None);
-        let mut rate = start;
-        // Up from the first rate, or down from it when it already fails.
-        if probe(rate)? {
-            good = Some(rate);
-            while rate < cap {
-                rate *= 2.0;
-                if probe(rate)? {
-                    good = Some(rate);
-                } else {
-                    bad = Some(rate);
-                    break;
-                }
-            }
-        } else {
-            bad = Some(rate);
-            while rate > 1.0 {
-                rate /= 2.0;
-                if probe(rate)? {
-                    good = Some(rate);
-                    break;
-                }
-                bad = Some(rate);
-            }
-        }
-        if let (Some(mut lo), Some(mut hi)) = (good, bad) {
-            for _ in 0..self.plan.bisect_steps {
-                let mid = ((lo + hi) / 2.0).round();
-                if mid <= lo || mid >= hi {
-                    break;
-                }
-                if probe(mid)? { lo = mid } else { hi = mid }
-            }
-            good = Some(lo);
-        }
+        let good = search(start, cap, self.plan.bisect_steps, once)?;
         s.rate = good;
         // When the generator itself fell behind at the lowest failing rate, the server's limit
         // may be above what was measured.
+        let passed = |rate: f64| s.probes.iter().any(|p| p.pass && p.rate == rate);
         s.limited_by_load = s
             .probes
             .iter()
-            .filter(|p| !p.pass)
+            .filter(|p| !p.pass && !passed(p.rate))
             .min_by(|a, b| a.rate.total_cmp(&b.rate))
             .is_some_and(|p| !p.kept_schedule);
         Ok(s)
     }
 }
 
-/// One fixed-rate run with the server's CPU and memory read around it.
-pub fn measured_run(
-    server: &Server,
-    workload: Workload,
-    spec: &LoadSpec,
-    templates: &Arc<[RequestTemplate]>,
-    cpus: &CpuPlan,
-    slack: Duration,
-) -> anyhow::Result<Run> {
-    let pid = server.pid();
-    let _ = procfs::reset_peak(pid);
-    let before = procfs::sample(pid)?;
-    let started = Instant::now();
-    let result = load::run(spec, templates, &cpus.load)?;
-    let elapsed = started.elapsed();
-    let after = procfs::sample(pid)?;
-    // Every request sent (warm-up included) cost CPU; charge it over all of them.
-    let sent = spec.rate * (spec.warmup + spec.duration).as_secs_f64();
-    let cpu = (after.cpu - before.cpu).as_secs_f64();
-    let summary = result.corrected.summary();
-    let grown = after.peak_rss.saturating_sub(before.rss);
-    Ok(Run {
-        workload,
-        rate: spec.rate,
-        achieved_rate: result.ok as f64 / spec.duration.as_secs_f64(),
-        uncorrected_p99: result.uncorrected.summary().p99,
-        latency: summary,
-        ok: result.ok,
-        errors: result.errors,
-        cpu_us_per_request: (sent > 0.0).then(|| cpu * 1e6 / sent),
-        peak_rss_mb: mb(after.peak_rss),
-        rss_before_mb: mb(before.rss),
-        max_in_flight: result.max_in_flight,
-        memory_per_in_flight_kb: (result.max_in_flight > 0)
-            .then(|| grown as f64 / 1024.0 / result.max_in_flight as f64),
-        kept_schedule: result.kept_schedule(slack),
-        dispatch_p99_us: result.dispatch_lateness.summary().p99,
-        wall_s: elapsed.as_secs_f64(),
-    })
+/// The saturation search over `probe` (true: the rate kept under the bound): doubles from
+/// `start` up to `cap` until a rate fails, or halves down to a sixteenth of `start` until one
+/// passes, then bisects `steps` times between the last good and the first bad rate. One VM
+/// hiccup must not end it: a rate fails only when a second probe at it fails too. Returns the
+/// highest good rate, if any.
+fn search(
+    start: f64,
+    cap: f64,
+    steps: u32,
+    mut once: impl FnMut(f64) -> anyhow::Result<bool>,
+) -> anyhow::Result<Option<f64>> {
+    let mut probe = |rate: f64| -> anyhow::Result<bool> { Ok(once(rate)? || once(rate)?) };
+    let (mut good, mut bad) = (None, None);
+    let mut rate = start;
+    if probe(rate)? {
+        good = Some(rate);
+        while rate < cap {
+            rate *= 2.0;
+            if probe(rate)? {
+                good = Some(rate);
+            } else {
+                bad = Some(rate);
+                break;
+            }
+        }
+    } else {
+        bad = Some(rate);
+        // A runtime over the bound even at a sixteenth has no rate to speak of, and each step
+        // down costs two probes.
+        while rate > (start / 16.0).max(1.0) {
+            rate /= 2.0;
+            if probe(rate)? {
+                good = Some(rate);
+                break;
+            }
+            bad = Some(rate);
+        }
+    }
+    if let (Some(mut lo), Some(mut hi)) = (good, bad) {
+        for _ in 0..steps {
+            let mid = ((lo + hi) / 2.0).round();
+            if mid <= lo || mid >= hi {
+                break;
+            }
+            if probe(mid)? { lo = mid } else { hi = mid }
+        }
+        good = Some(lo);
+    }
+    Ok(good)
+}
+
+/// One runtime's fixed-rate run, gathered slice by slice.
+#[derive(Debug, Clone, Default)]
+struct Gathered {
+    load: LoadResult,
+    /// The most requests outstanding in any one slice.
+    max_in_flight: usize,
+    /// Server CPU time over the slices, warm-ups included.
+    cpu: Duration,
+    /// Requests sent, warm-ups included.
+    sent: f64,
+    /// Recorded time.
+    recorded: Duration,
+    wall: Duration,
+    /// Resident memory before the first slice.
+    rss_before: Option<u64>,
+    peak_rss: u64,
+    /// The most the resident memory grew during one slice.
+    grown: u64,
+    /// Each slice's corrected p99, µs.
+    round_p99_us: Vec<f64>,
+}
+
+impl Gathered {
+    /// Loads `server` with `spec` and adds what that measured, with its CPU and memory read
+    /// around it.
+    fn add(
+        &mut self,
+        server: &Server,
+        spec: &LoadSpec,
+        templates: &Arc<[RequestTemplate]>,
+        load_cpus: &[Vec<usize>],
+    ) -> anyhow::Result<()> {
+        let pid = server.pid();
+        let _ = procfs::reset_peak(pid);
+        let before = procfs::sample(pid)?;
+        let started = Instant::now();
+        let result = load::run(spec, templates, load_cpus)?;
+        self.wall += started.elapsed();
+        let after = procfs::sample(pid)?;
+        // Every request sent (warm-up included) cost CPU; charge it over all of them.
+        self.sent += spec.rate * (spec.warmup + spec.duration).as_secs_f64();
+        self.cpu += after.cpu.saturating_sub(before.cpu);
+        self.recorded += spec.duration;
+        self.rss_before.get_or_insert(before.rss);
+        self.peak_rss = self.peak_rss.max(after.peak_rss);
+        self.grown = self.grown.max(after.peak_rss.saturating_sub(before.rss));
+        self.max_in_flight = self.max_in_flight.max(result.max_in_flight);
+        self.round_p99_us.push(result.corrected.quantile(0.99).as_secs_f64() * 1e6);
+        self.load.merge(&result);
+        Ok(())
+    }
+
+    fn finish(self, workload: Workload, rate: f64, slack: Duration) -> Run {
+        let load = &self.load;
+        Run {
+            workload,
+            rate,
+            achieved_rate: load.ok as f64 / self.recorded.as_secs_f64(),
+            uncorrected_p99: load.uncorrected.summary().p99,
+            latency: load.corrected.summary(),
+            ok: load.ok,
+            errors: load.errors,
+            cpu_us_per_request: (self.sent > 0.0).then(|| self.cpu.as_secs_f64() * 1e6 / self.sent),
+            peak_rss_mb: mb(self.peak_rss),
+            rss_before_mb: mb(self.rss_before.unwrap_or_default()),
+            max_in_flight: self.max_in_flight,
+            memory_per_in_flight_kb: (self.max_in_flight > 0)
+                .then(|| self.grown as f64 / 1024.0 / self.max_in_flight as f64),
+            kept_schedule: load.kept_schedule(slack),
+            dispatch_p99_us: load.dispatch_lateness.summary().p99,
+            wall_s: self.wall.as_secs_f64(),
+            round_p99_us: self.round_p99_us,
+        }
+    }
 }
 
 /// Waits for wrk and reads the rate and the percentiles (µs) its script printed.
@@ -529,4 +669,52 @@ fn ms(d: Duration) -> f64 {
 
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs [`search`] from 1000 rps against a server that keeps its p99 under the bound up to
+    /// `limit`, except that the first probe at each rate in `hiccups` fails. Returns what the
+    /// search found and every rate it probed.
+    fn saturate(limit: f64, mut hiccups: Vec<f64>) -> (Option<f64>, Vec<f64>) {
+        let mut tried = Vec::new();
+        let found = search(1000.0, 500_000.0, 4, |rate| {
+            tried.push(rate);
+            if let Some(i) = hiccups.iter().position(|&h| h == rate) {
+                hiccups.remove(i);
+                return Ok(false);
+            }
+            Ok(rate <= limit)
+        })
+        .unwrap();
+        (found, tried)
+    }
+
+    #[test]
+    fn the_search_doubles_then_bisects_to_the_limit() {
+        let (found, tried) = saturate(6000.0, vec![]);
+        assert_eq!(found, Some(6000.0));
+        // 8000 and the bisection's failures are each probed twice.
+        assert_eq!(
+            tried,
+            [1000., 2000., 4000., 8000., 8000., 6000., 7000., 7000., 6500., 6500., 6250., 6250.]
+        );
+    }
+
+    #[test]
+    fn one_hiccup_does_not_end_the_search() {
+        let (found, tried) = saturate(6000.0, vec![4000.0]);
+        assert_eq!(found, Some(6000.0), "{tried:?}");
+        assert_eq!(tried.iter().filter(|&&r| r == 4000.0).count(), 2, "{tried:?}");
+    }
+
+    #[test]
+    fn a_runtime_over_the_bound_everywhere_has_no_rate() {
+        let (found, tried) = saturate(0.0, vec![]);
+        assert_eq!(found, None);
+        // Halved down to a sixteenth of the start, each rate twice.
+        assert_eq!(tried, [1000., 1000., 500., 500., 250., 250., 125., 125., 62.5, 62.5]);
+    }
 }

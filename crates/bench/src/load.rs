@@ -126,7 +126,8 @@ pub struct LoadResult {
 }
 
 impl LoadResult {
-    fn merge(&mut self, other: &Self) {
+    /// Adds `other`'s requests to these (its in-flight maximum too: the two ran side by side).
+    pub fn merge(&mut self, other: &Self) {
         self.corrected.merge(&other.corrected);
         self.uncorrected.merge(&other.uncorrected);
         self.dispatch_lateness.merge(&other.dispatch_lateness);

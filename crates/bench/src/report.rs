@@ -46,6 +46,9 @@ pub struct Meta {
     pub warmup_s: f64,
     /// Recorded seconds of each fixed-rate run.
     pub duration_s: f64,
+    /// Slices of each fixed-rate run, the runtimes taking turns.
+    #[serde(default)]
+    pub rounds: usize,
     /// The p99 bounds of the saturation search, light and heavy workloads, in µs.
     pub bounds_us: (f64, f64),
 }
@@ -78,6 +81,7 @@ impl Meta {
             connections: plan.connections,
             warmup_s: plan.warmup.as_secs_f64(),
             duration_s: plan.duration.as_secs_f64(),
+            rounds: plan.rounds,
             bounds_us: (plan.bound.as_secs_f64() * 1e6, plan.heavy_bound.as_secs_f64() * 1e6),
         }
     }
@@ -277,6 +281,9 @@ pub struct Run {
     pub dispatch_p99_us: f64,
     /// How long the run took, s.
     pub wall_s: f64,
+    /// Each slice's corrected p99, µs, in the order they ran (see [`crate::lab`]).
+    #[serde(default)]
+    pub round_p99_us: Vec<f64>,
 }
 
 /// One saturation search.
@@ -384,9 +391,17 @@ impl Results {
             "- load: open loop at a constant rate, {} keep-alive connections, {:.1} s warm-up then {:.1} s recorded per run; latency from each request's due time (coordinated omission corrected)",
             m.connections, m.warmup_s, m.duration_s
         );
+        if m.rounds > 1 {
+            let _ = writeln!(
+                w,
+                "- interleaved: each run is {} slices per runtime (fewer when a slice would have under 10 requests), the runtimes taking turns (the others stopped meanwhile), merged; the first slice has the whole warm-up, the others {:.2} s",
+                m.rounds,
+                m.warmup_s / m.rounds as f64
+            );
+        }
         let _ = writeln!(
             w,
-            "- saturation: the highest rate whose p99 stays under {:.0} µs ({:.0} ms for image-resize and mixed) with no errors\n",
+            "- saturation: the highest rate whose p99 stays under {:.0} µs ({:.0} ms for image-resize and mixed) with no errors; a rate fails when two probes at it fail\n",
             m.bounds_us.0,
             m.bounds_us.1 / 1000.0
         );

@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};
 
 use crate::affinity::CpuPlan;
@@ -362,14 +363,31 @@ impl Server {
         self.terminate();
     }
 
+    /// Suspends the process (SIGSTOP), so that it takes no CPU while another runtime is
+    /// measured. Connections made meanwhile wait in its listen queue.
+    pub fn pause(&self) {
+        self.signal(Signal::STOP);
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(Signal::CONT);
+    }
+
+    /// A process that has gone already is left alone: the next request to it fails.
+    fn signal(&self, signal: Signal) {
+        if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
     fn terminate(&mut self) {
         if let Ok(Some(_)) = self.child.try_wait() {
             return;
         }
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
+        self.signal(Signal::TERM);
+        // A paused process handles its SIGTERM only once it runs again.
+        self.resume();
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -450,6 +468,25 @@ mod tests {
         assert_eq!(&wasm[before..before + 2], &[0, 24]);
         assert_eq!(&wasm[before + 2..before + 3], &[22]);
         assert_eq!(&wasm[wasm.len() - 1..], b"7");
+    }
+
+    #[test]
+    fn a_paused_server_takes_no_cpu_until_it_resumes() {
+        let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let server =
+            Server { child, addr: "127.0.0.1:9".parse().unwrap(), started_in: Duration::ZERO };
+        let cpu = || crate::procfs::sample(server.pid()).unwrap().cpu;
+        std::thread::sleep(Duration::from_millis(100));
+        server.pause();
+        std::thread::sleep(Duration::from_millis(50));
+        let paused = cpu();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(cpu(), paused, "a paused process ran");
+        server.resume();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(cpu() > paused, "a resumed process did not run");
+        server.pause();
+        server.stop();
     }
 
     fn wat_empty() -> Vec<u8> {
