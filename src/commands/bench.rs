@@ -41,7 +41,7 @@ pub struct BenchCommand {
     /// Warm-up before each run, not recorded.
     #[arg(long, value_parser = humantime::parse_duration)]
     warmup: Option<Duration>,
-    /// Slices each fixed-rate run is cut into, the runtimes taking turns (default 2 quick,
+    /// Slices each fixed-rate run is cut into, the runtimes taking turns (default 1 quick,
     /// 5 full).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: Option<u32>,

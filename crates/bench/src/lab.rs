@@ -558,8 +558,6 @@ fn search(
 #[derive(Debug, Clone, Default)]
 struct Gathered {
     load: LoadResult,
-    /// The most requests outstanding in any one slice.
-    max_in_flight: usize,
     /// Server CPU time over the slices, warm-ups included.
     cpu: Duration,
     /// Requests sent, warm-ups included.
@@ -600,9 +598,11 @@ impl Gathered {
         self.rss_before.get_or_insert(before.rss);
         self.peak_rss = self.peak_rss.max(after.peak_rss);
         self.grown = self.grown.max(after.peak_rss.saturating_sub(before.rss));
-        self.max_in_flight = self.max_in_flight.max(result.max_in_flight);
         self.round_p99_us.push(result.corrected.quantile(0.99).as_secs_f64() * 1e6);
+        let in_flight = self.load.max_in_flight.max(result.max_in_flight);
         self.load.merge(&result);
+        // The slices ran one after another: the most in flight is the larger, not the sum.
+        self.load.max_in_flight = in_flight;
         Ok(())
     }
 
@@ -619,9 +619,9 @@ impl Gathered {
             cpu_us_per_request: (self.sent > 0.0).then(|| self.cpu.as_secs_f64() * 1e6 / self.sent),
             peak_rss_mb: mb(self.peak_rss),
             rss_before_mb: mb(self.rss_before.unwrap_or_default()),
-            max_in_flight: self.max_in_flight,
-            memory_per_in_flight_kb: (self.max_in_flight > 0)
-                .then(|| self.grown as f64 / 1024.0 / self.max_in_flight as f64),
+            max_in_flight: load.max_in_flight,
+            memory_per_in_flight_kb: (load.max_in_flight > 0)
+                .then(|| self.grown as f64 / 1024.0 / load.max_in_flight as f64),
             kept_schedule: load.kept_schedule(slack),
             dispatch_p99_us: load.dispatch_lateness.summary().p99,
             wall_s: self.wall.as_secs_f64(),
