@@ -64,6 +64,7 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
             "3",
         ],
     );
+    let pinned = results["meta"]["pinning"].as_str().unwrap().starts_with("load generator on");
     for name in runtimes.split(',') {
         let r = runtime(&results, name);
         assert!(r["missing"].is_null() && r["failed"].is_null(), "{name}: {r}");
@@ -82,6 +83,12 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
             let heavy = ["image-resize", "mixed"].contains(&run["workload"].as_str().unwrap());
             let slices = run["round_p99_us"].as_array().unwrap().len();
             assert_eq!(slices, if heavy { 1 } else { 3 }, "{name}: {run}");
+            // The VM's steal was read for every slice, on the server's CPUs and (pinned on two
+            // or more CPUs) on the generator's.
+            assert_eq!(run["round_steal"].as_array().unwrap().len(), slices, "{name}: {run}");
+            let steal = &run["steal"];
+            assert!(steal["server_pct"].as_f64().is_some_and(|s| (0.0..=100.0).contains(&s)));
+            assert_eq!(steal["load_pct"].is_f64(), pinned, "{name}: {run}");
         }
         for run in runs.iter().filter(|run| run["workload"] != "image-resize") {
             assert!(run["ok"].as_u64().unwrap() > 0, "{name}: {run}");
@@ -96,6 +103,7 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
 
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("each run is 3 slices per runtime"), "{report}");
+    assert!(report.contains("| steal % server / load | calm p99 µs (slices) |"), "{report}");
     for section in ["## static-json", "## db-lookup", "## Cold start", "## Decision matrix"] {
         assert!(report.contains(section), "{section} missing from the report");
     }

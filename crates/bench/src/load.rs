@@ -44,6 +44,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use crate::latency::Latencies;
+use crate::procfs::CpuTimes;
 
 /// How long before a request is due the dispatcher wakes, to spend the rest yielding to the
 /// event loop (at most half the time between its requests). A thread woken by its timer is
@@ -123,11 +124,18 @@ pub struct LoadResult {
     /// The most requests outstanding at the server at once (summed over load threads: an
     /// upper bound when there are several).
     pub max_in_flight: usize,
+    /// Every CPU's time at the start and at the end of the recorded part (`None`: `/proc/stat`
+    /// was unreadable), to tell how much of it the hypervisor took.
+    pub cpu_times: Option<(CpuTimes, CpuTimes)>,
 }
 
 impl LoadResult {
-    /// Adds `other`'s requests to these (its in-flight maximum too: the two ran side by side).
+    /// Adds `other`'s requests to these (its in-flight maximum too: the two ran side by side,
+    /// so they share one recorded window: its CPU times are kept only when these have none).
     pub fn merge(&mut self, other: &Self) {
+        if self.cpu_times.is_none() {
+            self.cpu_times.clone_from(&other.cpu_times);
+        }
         self.corrected.merge(&other.corrected);
         self.uncorrected.merge(&other.uncorrected);
         self.dispatch_lateness.merge(&other.dispatch_lateness);
@@ -188,7 +196,16 @@ pub fn run(
     let stride = threads.len() as u64;
     // A common start a little ahead, so every thread has connected before its first slot.
     let start = Instant::now() + Duration::from_millis(200);
-    let results: Vec<anyhow::Result<LoadResult>> = std::thread::scope(|scope| {
+    let (results, cpu_times) = std::thread::scope(|scope| {
+        // Reads the CPU times as the recording starts and ends (a sleeping thread, woken twice).
+        let window = scope.spawn(|| {
+            let at = |when: Instant| {
+                std::thread::sleep(when.saturating_duration_since(Instant::now()));
+                CpuTimes::read().ok()
+            };
+            let from = start + spec.warmup;
+            at(from).zip(at(from + spec.duration))
+        });
         let handles: Vec<_> = threads
             .iter()
             .enumerate()
@@ -204,12 +221,13 @@ pub fn run(
                 })
             })
             .collect();
-        handles
+        let results: Vec<anyhow::Result<LoadResult>> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked"))))
-            .collect()
+            .collect();
+        (results, window.join().ok().flatten())
     });
-    let mut total = LoadResult::default();
+    let mut total = LoadResult { cpu_times, ..LoadResult::default() };
     for result in results {
         total.merge(&result?);
     }

@@ -247,7 +247,7 @@ pub struct Check {
 }
 
 /// One fixed-rate run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Run {
     /// The workload.
     pub workload: Workload,
@@ -284,6 +284,62 @@ pub struct Run {
     /// Each slice's corrected p99, µs, in the order they ran (see [`crate::lab`]).
     #[serde(default)]
     pub round_p99_us: Vec<f64>,
+    /// The time the hypervisor took from the CPUs during the run (`None`: `/proc/stat` was
+    /// unreadable).
+    #[serde(default)]
+    pub steal: Option<Steal>,
+    /// The same for each slice, in the order they ran.
+    #[serde(default)]
+    pub round_steal: Vec<Steal>,
+    /// The slices the VM left alone, merged (`None`: none was).
+    #[serde(default)]
+    pub calm: Option<Calm>,
+}
+
+/// The slices of a run whose p99 the VM's steal did not bound ([`Steal::bounds_p99`] false),
+/// merged: the runtime's own latency, as far as the VM let it be seen.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Calm {
+    /// How many slices.
+    pub slices: usize,
+    /// Their corrected latency, µs.
+    pub latency: Summary,
+}
+
+/// Steal during a run: the share of the time the CPUs were runnable but the hypervisor ran
+/// something else, in percent (see [`crate::procfs::CpuTimes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Steal {
+    /// Of the server's CPUs (of every CPU when nothing is pinned).
+    pub server_pct: f64,
+    /// Of the load generator's CPUs; `None` when it shares the server's.
+    pub load_pct: Option<f64>,
+}
+
+impl Steal {
+    /// Above this share of requests met by a pause of the VM, a run's p99 is marked: 1 %, the
+    /// share of requests above p99.
+    pub const P99_BOUND_PCT: f64 = 1.0;
+
+    /// About the share of requests that met a pause of the VM, in percent: a request waits
+    /// when either its server's CPU or the generator's is taken, and on a VM such pauses last
+    /// milliseconds, longer than a request.
+    pub fn requests_pct(&self) -> f64 {
+        self.server_pct + self.load_pct.unwrap_or(0.0)
+    }
+
+    /// Whether the p99 measures the VM's pauses as much as the runtime.
+    pub fn bounds_p99(&self) -> bool {
+        self.requests_pct() >= Self::P99_BOUND_PCT
+    }
+
+    /// As a table cell: server / load.
+    pub fn describe(&self) -> String {
+        match self.load_pct {
+            Some(load) => format!("{:.1} / {load:.1}", self.server_pct),
+            None => format!("{:.1}", self.server_pct),
+        }
+    }
 }
 
 /// One saturation search.
@@ -386,6 +442,20 @@ impl Results {
         let _ =
             writeln!(w, "- CPU: {} ({} CPUs available), kernel {}", m.cpu_model, m.cpus, m.kernel);
         let _ = writeln!(w, "- pinning: {}", m.pinning);
+        let steals: Vec<Steal> =
+            self.measured().flat_map(|r| r.runs.iter().filter_map(|run| run.steal)).collect();
+        if let Some(server) = span(steals.iter().map(|s| s.server_pct)) {
+            let _ = match span(steals.iter().filter_map(|s| s.load_pct)) {
+                Some(load) => writeln!(
+                    w,
+                    "- the VM's steal (time the hypervisor took, /proc/stat) per run: server's CPUs {server}, load generator's {load}"
+                ),
+                None => writeln!(
+                    w,
+                    "- the VM's steal (time the hypervisor took, /proc/stat) per run: {server}"
+                ),
+            };
+        }
         let _ = writeln!(
             w,
             "- load: open loop at a constant rate, {} keep-alive connections, {:.1} s warm-up then {:.1} s recorded per run; latency from each request's due time (coordinated omission corrected)",
@@ -437,17 +507,19 @@ impl Results {
             let _ = writeln!(w, "\n## {}\n", workload.name());
             let _ = writeln!(
                 w,
-                "| runtime | rate | achieved | p50 µs | p95 µs | p99 µs | p99.9 µs | max µs | stddev µs | errors | CPU µs/req | peak RSS MiB |"
+                "| runtime | rate | achieved | p50 µs | p95 µs | p99 µs | p99.9 µs | max µs | stddev µs | errors | CPU µs/req | peak RSS MiB | steal % server / load | calm p99 µs (slices) |"
             );
-            let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
             for rate in self.rates(workload) {
                 for r in self.measured() {
                     let Some(run) = r.run(workload, rate) else { continue };
                     let l = &run.latency;
                     let flag = if run.kept_schedule { "" } else { " ⚠" };
+                    let paused =
+                        if run.steal.is_some_and(|s| s.bounds_p99()) { " †" } else { "" };
                     let _ = writeln!(
                         w,
-                        "| {} | {rate:.0} | {:.0}{flag} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {:.1} |",
+                        "| {} | {rate:.0} | {:.0}{flag} | {:.0} | {:.0} | {:.0}{paused} | {:.0} | {:.0} | {:.0} | {} | {} | {:.1} | {} | {} |",
                         r.runtime.name(),
                         run.achieved_rate,
                         l.p50,
@@ -459,6 +531,13 @@ impl Results {
                         run.errors.total(),
                         run.cpu_us_per_request.map_or("–".into(), |c| format!("{c:.1}")),
                         run.peak_rss_mb,
+                        run.steal.map_or("–".into(), |s| s.describe()),
+                        run.calm.as_ref().map_or("–".into(), |c| format!(
+                            "{:.0} ({} of {})",
+                            c.latency.p99,
+                            c.slices,
+                            run.round_p99_us.len()
+                        )),
                     );
                 }
             }
@@ -482,6 +561,23 @@ impl Results {
             let _ = writeln!(
                 w,
                 "\n⚠: the load generator fell behind its schedule (p99 lateness over a fifth of the workload's bound: 200 µs, or 20 ms for image-resize and mixed): at that rate the generator, not only the server, was the limit."
+            );
+        }
+        if self
+            .measured()
+            .any(|r| r.runs.iter().any(|run| run.steal.is_some_and(|s| s.bounds_p99())))
+        {
+            let _ = writeln!(
+                w,
+                "\n†: the hypervisor took {:.0} % or more of the CPUs' time during the run (steal on the server's CPUs plus the generator's, from /proc/stat): about that share of requests met a pause of the VM, milliseconds long, that no runtime can avoid, so this p99 and those above it measure the VM as much as the runtime.",
+                Steal::P99_BOUND_PCT
+            );
+        }
+        if self.measured().any(|r| r.runs.iter().any(|run| run.steal.is_some())) {
+            let _ = writeln!(
+                w,
+                "\nCalm p99: the p99 of the run's slices whose steal stayed under {:.0} %, merged, and how many of its slices those were; – when none did. A runtime's own tail, as far as the VM let it be seen. Steal falls only on time a CPU wants to run, so a runtime that needs more CPU, or wakes its CPU more often, meets more of it and may have fewer calm slices.",
+                Steal::P99_BOUND_PCT
             );
         }
         let _ = writeln!(
@@ -657,6 +753,14 @@ impl Results {
     }
 }
 
+/// The smallest to the largest of some percentages, as "lo–hi %"; `None` when there are none.
+fn span(values: impl Iterator<Item = f64>) -> Option<String> {
+    let (lo, hi) = values.fold(None, |span: Option<(f64, f64)>, v| {
+        Some(span.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+    })?;
+    Some(format!("{lo:.1}–{hi:.1} %"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,5 +825,63 @@ mod tests {
         let mut quiet = results.clone();
         quiet.runtimes[0].cross_check = None;
         assert!(!quiet.markdown(&[]).contains("Cross-check"));
+    }
+
+    fn run(p99: f64, steal: Option<Steal>, calm: Option<Calm>) -> Run {
+        Run {
+            workload: Workload::DbLookup,
+            rate: 2000.0,
+            latency: Summary { p99, ..Summary::default() },
+            kept_schedule: true,
+            round_p99_us: vec![p99; 5],
+            steal,
+            calm,
+            ..Run::default()
+        }
+    }
+
+    #[test]
+    fn steal_bounds_the_p99_when_the_vm_paused_a_hundredth_of_requests() {
+        let steal = |server_pct, load_pct| Steal { server_pct, load_pct };
+        // Either side's pause delays a request: the two add up.
+        assert!(steal(0.6, Some(0.5)).bounds_p99());
+        assert!(!steal(0.6, Some(0.3)).bounds_p99());
+        // Not pinned, the one figure covers both.
+        assert!(!steal(0.9, None).bounds_p99());
+        assert!(steal(1.0, None).bounds_p99());
+        assert_eq!(steal(0.64, Some(12.25)).describe(), "0.6 / 12.2");
+        assert_eq!(steal(3.0, None).describe(), "3.0");
+    }
+
+    #[test]
+    fn the_report_marks_the_p99s_the_vm_bounded_and_gives_the_calm_ones() {
+        let mut edgegate = RuntimeResult::new(Runtime::Edgegate, Some("0.1".into()));
+        let calm = Calm { slices: 3, latency: Summary { p99: 412.0, ..Summary::default() } };
+        edgegate.runs.push(run(
+            3308.0,
+            Some(Steal { server_pct: 5.3, load_pct: Some(4.6) }),
+            Some(calm),
+        ));
+        let mut node = RuntimeResult::new(Runtime::Node, Some("v20".into()));
+        node.runs.push(run(520.0, Some(Steal { server_pct: 0.2, load_pct: Some(0.1) }), None));
+        let results = Results { meta: Meta::default(), runtimes: vec![edgegate, node] };
+        let md = results.markdown(&[]);
+        assert!(md.contains("| 3308 † |"), "{md}");
+        assert!(md.contains("| 5.3 / 4.6 | 412 (3 of 5) |"), "{md}");
+        assert!(md.contains("| 520 |") && md.contains("| 0.2 / 0.1 | – |"), "{md}");
+        assert!(md.contains("\n†: the hypervisor took 1 % or more"), "{md}");
+        assert!(md.contains("\nCalm p99:"), "{md}");
+        assert!(
+            md.contains("per run: server's CPUs 0.2–5.3 %, load generator's 0.1–4.6 %"),
+            "{md}"
+        );
+        // No run the VM bounded: no mark and no note of it; no steal read: no calm note.
+        let mut quiet = results.clone();
+        quiet.runtimes.remove(0);
+        let md = quiet.markdown(&[]);
+        assert!(!md.contains('†'), "{md}");
+        quiet.runtimes[0].runs[0].steal = None;
+        let md = quiet.markdown(&[]);
+        assert!(!md.contains("Calm p99") && !md.contains("steal (time"), "{md}");
     }
 }
