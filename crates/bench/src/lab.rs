@@ -409,6 +409,10 @@ impl<F: Fn(String)> Lab<'_, F> {
                 wrk,
                 lab: lab.corrected.summary().into(),
                 lab_sent: lab.uncorrected.summary().into(),
+                steal: lab.cpu_times.as_ref().map(|window| {
+                    let (server, load) = stolen(self.cpus, window);
+                    steal(server, load)
+                }),
             });
             // The next round's lab runs at the rate wrk reached in this one.
             rate = wrk_rate;
@@ -639,18 +643,13 @@ impl Gathered {
         cpus: &CpuPlan,
         window: Option<&(CpuTimes, CpuTimes)>,
     ) -> Option<Steal> {
-        let Some((from, to)) = window else {
+        let Some(window) = window else {
             // One unreadable slice, and the run's figure would be a part passed off as whole.
             self.steal_unread = true;
             return None;
         };
-        let server = to.since(from, &cpus.server);
+        let (server, load) = stolen(cpus, window);
         self.server_stolen += server;
-        // Not pinned, the generator runs on the server's CPUs: one figure says it all.
-        let load = cpus.pinned().then(|| {
-            let load: Vec<usize> = cpus.load.iter().flatten().copied().collect();
-            to.since(from, &load)
-        });
         if let Some(load) = load {
             *self.load_stolen.get_or_insert_default() += load;
         }
@@ -685,6 +684,20 @@ impl Gathered {
                 .then(|| Calm { slices: self.calm_slices, latency: self.calm.summary() }),
         }
     }
+}
+
+/// The steal on the server's CPUs and, when they are others, the generator's, over `window`.
+fn stolen(
+    cpus: &CpuPlan,
+    (from, to): &(CpuTimes, CpuTimes),
+) -> (procfs::Stolen, Option<procfs::Stolen>) {
+    let server = to.since(from, &cpus.server);
+    // Not pinned, the generator runs on the server's CPUs: one figure says it all.
+    let load = cpus.pinned().then(|| {
+        let load: Vec<usize> = cpus.load.iter().flatten().copied().collect();
+        to.since(from, &load)
+    });
+    (server, load)
 }
 
 /// Steal on the server's CPUs and, when separate, the generator's.

@@ -136,6 +136,9 @@ pub struct CrossRound {
     pub lab: Percentiles,
     /// The lab's latency from each request's send, as wrk measures.
     pub lab_sent: Percentiles,
+    /// The VM's steal during the lab's recording (`None`: not read).
+    #[serde(default)]
+    pub steal: Option<Steal>,
 }
 
 /// A p50 and a p99, µs.
@@ -187,6 +190,17 @@ impl CrossCheck {
     /// The medians of wrk, of the lab from the due time, and of the lab from the send.
     pub fn medians(&self) -> (Percentiles, Percentiles, Percentiles) {
         (self.median(|r| r.wrk), self.median(|r| r.lab), self.median(|r| r.lab_sent))
+    }
+
+    /// Only the rounds whose p99 the VM's steal did not bound; `None` when there are none.
+    pub fn calm(&self) -> Option<Self> {
+        let rounds: Vec<CrossRound> = self
+            .rounds
+            .iter()
+            .filter(|r| r.steal.is_some_and(|s| !s.bounds_p99()))
+            .copied()
+            .collect();
+        (!rounds.is_empty()).then(|| Self { rounds, ..self.clone() })
     }
 }
 
@@ -644,29 +658,16 @@ impl Results {
         );
         let _ = writeln!(
             w,
-            "| runtime | round | wrk rps | lab rps | wrk p50 / p99 µs | lab p50 / p99 µs | lab from the send µs |\n|---|---|---|---|---|---|---|"
+            "| runtime | round | wrk rps | lab rps | wrk p50 / p99 µs | lab p50 / p99 µs | lab from the send µs | steal % server / load |\n|---|---|---|---|---|---|---|---|"
         );
         let pair = |p: Percentiles| format!("{:.0} / {:.0}", p.p50, p.p99);
-        for (runtime, check) in &checks {
-            for (i, r) in check.rounds.iter().enumerate() {
-                let _ = writeln!(
-                    w,
-                    "| {} | {} | {:.0} | {:.0} | {} | {} | {} |",
-                    runtime.name(),
-                    i + 1,
-                    r.wrk_rate,
-                    r.lab_rate,
-                    pair(r.wrk),
-                    pair(r.lab),
-                    pair(r.lab_sent)
-                );
-            }
+        let percent = |(a, b): (f64, f64)| format!("{:+.0} % / {:+.0} %", a * 100.0, b * 100.0);
+        let verdict = |agrees: bool| if agrees { "agrees" } else { "**does not agree**" };
+        let medians = |w: &mut String, runtime: Runtime, label: &str, check: &CrossCheck| {
             let (wrk, lab, sent) = check.medians();
-            let percent = |(a, b): (f64, f64)| format!("{:+.0} % / {:+.0} %", a * 100.0, b * 100.0);
-            let verdict = |agrees: bool| if agrees { "agrees" } else { "**does not agree**" };
             let _ = writeln!(
                 w,
-                "| {} | **median** | | | {} | {} ({}, {}) | {} ({}, {}) |",
+                "| {} | **{label}** | | | {} | {} ({}, {}) | {} ({}, {}) | |",
                 runtime.name(),
                 pair(wrk),
                 pair(lab),
@@ -676,7 +677,33 @@ impl Results {
                 percent(sent.differences(&wrk)),
                 verdict(sent.agrees_with(&wrk)),
             );
+        };
+        for &(runtime, check) in &checks {
+            for (i, r) in check.rounds.iter().enumerate() {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {:.0} | {:.0} | {} | {} | {} | {} |",
+                    runtime.name(),
+                    i + 1,
+                    r.wrk_rate,
+                    r.lab_rate,
+                    pair(r.wrk),
+                    pair(r.lab),
+                    pair(r.lab_sent),
+                    r.steal.map_or("–".into(), |s| s.describe()),
+                );
+            }
+            medians(w, runtime, "median", check);
+            if let Some(calm) = check.calm() {
+                let label = format!("median of the {} calm", calm.rounds.len());
+                medians(w, runtime, &label, &calm);
+            }
         }
+        let _ = writeln!(
+            w,
+            "\nCalm rounds: those whose steal stayed under {:.0} % (see † above). A pause of the load CPU delays the lab's sends, and the lab counts it from the due time; wrk, measuring from its own sends, does not see it.",
+            Steal::P99_BOUND_PCT
+        );
     }
 
     /// Rows measured here replace opinion; rows that were not measured say so.
@@ -773,6 +800,7 @@ mod tests {
             wrk: p(wrk),
             lab: p(lab),
             lab_sent: p(lab),
+            steal: None,
         }
     }
 
@@ -825,6 +853,36 @@ mod tests {
         let mut quiet = results.clone();
         quiet.runtimes[0].cross_check = None;
         assert!(!quiet.markdown(&[]).contains("Cross-check"));
+    }
+
+    #[test]
+    fn the_calm_rounds_of_a_cross_check_get_their_own_verdict() {
+        let stolen = |mut r: CrossRound, server_pct| {
+            r.steal = Some(Steal { server_pct, load_pct: Some(0.2) });
+            r
+        };
+        let check = check(vec![
+            stolen(round((100.0, 400.0), (105.0, 420.0)), 0.3),
+            stolen(round((100.0, 400.0), (110.0, 900.0)), 2.5),
+            stolen(round((100.0, 400.0), (110.0, 950.0)), 4.0),
+        ]);
+        let calm = check.calm().expect("one calm round");
+        assert_eq!(calm.rounds.len(), 1);
+        assert_eq!(calm.median(|r| r.lab).p99, 420.0);
+        let mut node = RuntimeResult::new(Runtime::Node, Some("v20".into()));
+        node.cross_check = Some(check.clone());
+        let md = Results { meta: Meta::default(), runtimes: vec![node] }.markdown(&[]);
+        assert!(
+            md.contains(
+                "| node | 2 | 1000 | 1000 | 100 / 400 | 110 / 900 | 110 / 900 | 2.5 / 0.2 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| node | **median** | | | 100 / 400 | 110 / 900 (+10 % / +125 %, **does not agree**)"), "{md}");
+        assert!(md.contains("| node | **median of the 1 calm** | | | 100 / 400 | 105 / 420 (+5 % / +5 %, agrees)"), "{md}");
+        // Rounds whose steal was not read are never calm.
+        let unread = CrossCheck { rounds: vec![round((100.0, 400.0), (100.0, 400.0))], ..check };
+        assert!(unread.calm().is_none());
     }
 
     fn run(p99: f64, steal: Option<Steal>, calm: Option<Calm>) -> Run {
