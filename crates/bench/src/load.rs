@@ -37,7 +37,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Uri};
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
@@ -45,6 +44,7 @@ use tokio::sync::Notify;
 
 use crate::latency::Latencies;
 use crate::procfs::CpuTimes;
+use wire::Wire;
 
 /// How long before a request is due the dispatcher wakes, to spend the rest yielding to the
 /// event loop (at most half the time between its requests). A thread woken by its timer is
@@ -260,20 +260,21 @@ fn thread_run(
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        let host = HeaderValue::from_str(&spec.addr.to_string())?;
+        let host = spec.addr.to_string();
+        let encoded: Rc<[Bytes]> = requests.iter().map(|t| wire::encode(t, &host)).collect();
         let shared = Rc::new(RefCell::new(Shared { dispatching: true, ..Shared::default() }));
         let wake = Rc::new(Notify::new());
         let mut tasks = Vec::with_capacity(connections);
         for _ in 0..connections {
-            let sender = connect(spec.addr).await?;
+            let wire = Wire::connect(spec.addr).await?;
             let connection = Connection {
                 spec: spec.clone(),
-                host: host.clone(),
                 requests: requests.clone(),
+                encoded: encoded.clone(),
                 shared: shared.clone(),
                 wake: wake.clone(),
             };
-            tasks.push(tokio::task::spawn_local(connection.serve(sender)));
+            tasks.push(tokio::task::spawn_local(connection.serve(wire)));
         }
         let recorded_from = schedule.due(0) + spec.warmup;
         let end = recorded_from + spec.duration;
@@ -317,20 +318,11 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
     }
 }
 
-async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>>> {
-    let stream = TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::task::spawn_local(async move {
-        let _ = connection.await;
-    });
-    Ok(sender)
-}
-
 struct Connection {
     spec: LoadSpec,
-    host: HeaderValue,
     requests: Arc<[RequestTemplate]>,
+    /// The same requests, encoded.
+    encoded: Rc<[Bytes]>,
     shared: Rc<RefCell<Shared>>,
     wake: Rc<Notify>,
 }
@@ -353,23 +345,26 @@ impl Connection {
         }
     }
 
-    async fn serve(self, sender: SendRequest<Full<Bytes>>) {
-        let mut sender = Some(sender);
+    async fn serve(self, wire: Wire) {
+        let mut wire = Some(wire);
         while let Some(job) = self.next_job().await {
             let template = &self.requests[job.template];
             let sent = Instant::now();
-            let outcome = match sender.as_mut() {
-                Some(s) => tokio::time::timeout(self.spec.timeout, send(s, template, &self.host))
-                    .await
-                    .map_err(|_| Failure::Timeout)
-                    .and_then(|r| r.map(|(status, _)| status).map_err(|_| Failure::Io)),
+            let outcome = match wire.as_mut() {
+                Some(w) => {
+                    tokio::time::timeout(self.spec.timeout, w.exchange(&self.encoded[job.template]))
+                        .await
+                        .map_err(|_| Failure::Timeout)
+                        .and_then(|r| r.map_err(|_| Failure::Io))
+                }
                 None => Err(Failure::Io),
             };
             let done = Instant::now();
-            if self.record(job, template, sent, done, outcome) {
-                // A broken or stuck connection is replaced before the next request.
-                sender = connect(self.spec.addr).await.ok();
-                if sender.is_none() {
+            let closes = outcome.as_ref().is_ok_and(|a| a.closes);
+            if self.record(job, template, sent, done, outcome.map(|a| a.status)) || closes {
+                // A broken, stuck or closing connection is replaced before the next request.
+                wire = Wire::connect(self.spec.addr).await.ok();
+                if wire.is_none() {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             }
@@ -420,7 +415,9 @@ enum Failure {
 }
 
 /// Sends `template` once on a new connection and returns the status and the body: how the
-/// lab checks that a runtime answers correctly before it loads it.
+/// lab checks that a runtime answers correctly before it loads it. It uses hyper's client,
+/// which decodes every body the way a general client does; the load itself goes through
+/// [`Wire`], which only frames them.
 pub async fn request_once(
     addr: SocketAddr,
     template: &RequestTemplate,
@@ -431,30 +428,20 @@ pub async fn request_once(
     tokio::spawn(async move {
         let _ = connection.await;
     });
-    let host = HeaderValue::from_str(&addr.to_string())?;
-    let (status, body) = send(&mut sender, template, &host).await?;
-    Ok((status, body.to_bytes()))
-}
-
-/// Sends one request and reads the whole answer.
-async fn send(
-    sender: &mut SendRequest<Full<Bytes>>,
-    template: &RequestTemplate,
-    host: &HeaderValue,
-) -> Result<(u16, http_body_util::Collected<Bytes>), hyper::Error> {
-    sender.ready().await?;
     let mut request = http::Request::new(Full::new(template.body.clone()));
     *request.method_mut() = template.method.clone();
     *request.uri_mut() = template.uri.clone();
     let headers = request.headers_mut();
-    headers.insert(http::header::HOST, host.clone());
+    headers.insert(http::header::HOST, HeaderValue::from_str(&addr.to_string())?);
     for (name, value) in &template.headers {
         headers.insert(name.clone(), value.clone());
     }
     let response = sender.send_request(request).await?;
     let status = response.status().as_u16();
-    Ok((status, response.into_body().collect().await?))
+    Ok((status, response.into_body().collect().await?.to_bytes()))
 }
+
+mod wire;
 
 #[cfg(test)]
 mod tests;

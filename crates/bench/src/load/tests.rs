@@ -141,3 +141,50 @@ fn threads_split_the_rate_and_their_results_merge() {
     assert!((998..=1002).contains(&r.ok), "{}", r.ok);
     assert_eq!(r.corrected.count(), r.ok);
 }
+
+/// A loopback server written by hand: each answer is chunked, and every third on a connection
+/// says `connection: close` and closes it, as some servers do under load.
+fn chunked_and_closing_server() -> SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                for n in 1.. {
+                    // A GET with no body: read to its empty line.
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let close = n % 3 == 0;
+                    let head = if close { "connection: close\r\n" } else { "" };
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\n{head}transfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+                    );
+                    if writer.write_all(answer.as_bytes()).is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn chunked_answers_and_closed_connections_are_read_and_replaced() {
+    let addr = chunked_and_closing_server();
+    let r = run(&spec(addr, 200.0, 0, 500, 2), &get(), &[]).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert!((99..=101).contains(&r.ok), "{}", r.ok);
+}
