@@ -363,7 +363,8 @@ impl<F: Fn(String)> Lab<'_, F> {
 
     /// The same endpoint (`GET /kv/user:1`) measured by wrk (Debian's, a lean C client) and
     /// by the lab **at the same time**, each at about half the first fixed rate on its own
-    /// connections, in [`CROSS_CHECK_ROUNDS`] rounds: the VM's hiccups, which move a p99 2–3×
+    /// connections (the lab on as many as in its fixed-rate runs, so the check is of the
+    /// figures it reports), in [`CROSS_CHECK_ROUNDS`] rounds: the VM's hiccups, which move a p99 2–3×
     /// between runs a minute apart, then fall on both tools alike. wrk has no constant-rate
     /// mode: each connection pauses [`WRK_PAUSE_MS`] after each answer (its Lua `delay()`),
     /// so `rate × pause` connections give about the rate. A short wrk run first finds the
@@ -397,7 +398,7 @@ impl<F: Fn(String)> Lab<'_, F> {
         let mut rounds = Vec::with_capacity(CROSS_CHECK_ROUNDS);
         for _ in 0..CROSS_CHECK_ROUNDS {
             let mut spec = self.spec(server, rate, self.plan.warmup, self.plan.duration);
-            spec.connections = connections;
+            spec.connections = self.plan.connections;
             let running = start_wrk(wrk_duration)?;
             std::thread::sleep(Duration::from_secs(1));
             let lab = load::run(&spec, &templates, &self.cpus.load);
@@ -417,7 +418,7 @@ impl<F: Fn(String)> Lab<'_, F> {
             // The next round's lab runs at the rate wrk reached in this one.
             rate = wrk_rate;
         }
-        Ok(CrossCheck { url, connections, rounds })
+        Ok(CrossCheck { url, connections, lab_connections: self.plan.connections, rounds })
     }
 
     /// Starts the runtime twice (the second start, with the files in the page cache, is the

@@ -117,8 +117,11 @@ pub struct RuntimeResult {
 pub struct CrossCheck {
     /// The endpoint.
     pub url: String,
-    /// Connections of each tool.
+    /// wrk's connections (as many as its pause after each answer needs to reach the rate).
     pub connections: usize,
+    /// The lab's connections: as many as in its fixed-rate runs.
+    #[serde(default)]
+    pub lab_connections: usize,
     /// Rounds, each with both tools loading the endpoint at once.
     pub rounds: Vec<CrossRound>,
 }
@@ -190,17 +193,6 @@ impl CrossCheck {
     /// The medians of wrk, of the lab from the due time, and of the lab from the send.
     pub fn medians(&self) -> (Percentiles, Percentiles, Percentiles) {
         (self.median(|r| r.wrk), self.median(|r| r.lab), self.median(|r| r.lab_sent))
-    }
-
-    /// Only the rounds whose p99 the VM's steal did not bound; `None` when there are none.
-    pub fn calm(&self) -> Option<Self> {
-        let rounds: Vec<CrossRound> = self
-            .rounds
-            .iter()
-            .filter(|r| r.steal.is_some_and(|s| !s.bounds_p99()))
-            .copied()
-            .collect();
-        (!rounds.is_empty()).then(|| Self { rounds, ..self.clone() })
     }
 }
 
@@ -652,8 +644,9 @@ impl Results {
         }
         let _ = writeln!(
             w,
-            "\n## Cross-check with wrk\n\nOne endpoint loaded by wrk and by the lab at the same time, each at about the same rate on {} connections of its own, in rounds. wrk measures from each request's send; the lab reports from its due time, and from the send as wrk does. Agreement: the medians of the rounds within {:.0} % of wrk's at p50 and p99.\n",
+            "\n## Cross-check with wrk\n\nOne endpoint loaded by wrk and by the lab at the same time, each at about the same rate on connections of its own (wrk {}, the lab {} as in its runs), in rounds. wrk measures from each request's send; the lab reports from its due time, and from the send as wrk does. Agreement: the medians of the rounds within {:.0} % of wrk's at p50 and p99.\n",
             checks[0].1.connections,
+            checks[0].1.lab_connections,
             CrossCheck::TOLERANCE * 100.0
         );
         let _ = writeln!(
@@ -663,11 +656,11 @@ impl Results {
         let pair = |p: Percentiles| format!("{:.0} / {:.0}", p.p50, p.p99);
         let percent = |(a, b): (f64, f64)| format!("{:+.0} % / {:+.0} %", a * 100.0, b * 100.0);
         let verdict = |agrees: bool| if agrees { "agrees" } else { "**does not agree**" };
-        let medians = |w: &mut String, runtime: Runtime, label: &str, check: &CrossCheck| {
+        let medians = |w: &mut String, runtime: Runtime, check: &CrossCheck| {
             let (wrk, lab, sent) = check.medians();
             let _ = writeln!(
                 w,
-                "| {} | **{label}** | | | {} | {} ({}, {}) | {} ({}, {}) | |",
+                "| {} | **median** | | | {} | {} ({}, {}) | {} ({}, {}) | |",
                 runtime.name(),
                 pair(wrk),
                 pair(lab),
@@ -693,17 +686,8 @@ impl Results {
                     r.steal.map_or("–".into(), |s| s.describe()),
                 );
             }
-            medians(w, runtime, "median", check);
-            if let Some(calm) = check.calm() {
-                let label = format!("median of the {} calm", calm.rounds.len());
-                medians(w, runtime, &label, &calm);
-            }
+            medians(w, runtime, check);
         }
-        let _ = writeln!(
-            w,
-            "\nCalm rounds: those whose steal stayed under {:.0} % (see † above). A pause of the load CPU delays the lab's sends, and the lab counts it from the due time; wrk, measuring from its own sends, does not see it.",
-            Steal::P99_BOUND_PCT
-        );
     }
 
     /// Rows measured here replace opinion; rows that were not measured say so.
@@ -805,7 +789,12 @@ mod tests {
     }
 
     fn check(rounds: Vec<CrossRound>) -> CrossCheck {
-        CrossCheck { url: "http://127.0.0.1:1/kv/user:1".into(), connections: 2, rounds }
+        CrossCheck {
+            url: "http://127.0.0.1:1/kv/user:1".into(),
+            connections: 2,
+            lab_connections: 32,
+            rounds,
+        }
     }
 
     #[test]
@@ -856,33 +845,15 @@ mod tests {
     }
 
     #[test]
-    fn the_calm_rounds_of_a_cross_check_get_their_own_verdict() {
-        let stolen = |mut r: CrossRound, server_pct| {
-            r.steal = Some(Steal { server_pct, load_pct: Some(0.2) });
-            r
-        };
-        let check = check(vec![
-            stolen(round((100.0, 400.0), (105.0, 420.0)), 0.3),
-            stolen(round((100.0, 400.0), (110.0, 900.0)), 2.5),
-            stolen(round((100.0, 400.0), (110.0, 950.0)), 4.0),
-        ]);
-        let calm = check.calm().expect("one calm round");
-        assert_eq!(calm.rounds.len(), 1);
-        assert_eq!(calm.median(|r| r.lab).p99, 420.0);
+    fn each_cross_check_round_shows_the_vms_steal() {
+        let mut stolen = round((100.0, 400.0), (110.0, 900.0));
+        stolen.steal = Some(Steal { server_pct: 2.5, load_pct: Some(0.2) });
         let mut node = RuntimeResult::new(Runtime::Node, Some("v20".into()));
-        node.cross_check = Some(check.clone());
+        node.cross_check = Some(check(vec![stolen, round((100.0, 400.0), (100.0, 400.0))]));
         let md = Results { meta: Meta::default(), runtimes: vec![node] }.markdown(&[]);
-        assert!(
-            md.contains(
-                "| node | 2 | 1000 | 1000 | 100 / 400 | 110 / 900 | 110 / 900 | 2.5 / 0.2 |"
-            ),
-            "{md}"
-        );
-        assert!(md.contains("| node | **median** | | | 100 / 400 | 110 / 900 (+10 % / +125 %, **does not agree**)"), "{md}");
-        assert!(md.contains("| node | **median of the 1 calm** | | | 100 / 400 | 105 / 420 (+5 % / +5 %, agrees)"), "{md}");
-        // Rounds whose steal was not read are never calm.
-        let unread = CrossCheck { rounds: vec![round((100.0, 400.0), (100.0, 400.0))], ..check };
-        assert!(unread.calm().is_none());
+        let row = "| node | 1 | 1000 | 1000 | 100 / 400 | 110 / 900 | 110 / 900 | 2.5 / 0.2 |";
+        assert!(md.contains(row), "{md}");
+        assert!(md.contains("| node | 2 | 1000 | 1000 | 100 / 400 | 100 / 400 | 100 / 400 | – |"));
     }
 
     fn run(p99: f64, steal: Option<Steal>, calm: Option<Calm>) -> Run {
