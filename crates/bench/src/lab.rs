@@ -61,6 +61,8 @@ pub struct Plan {
     pub probe: (Duration, Duration),
     /// Bisection steps after the first failing rate.
     pub bisect_steps: u32,
+    /// When the first rate fails, the search halves down to the first rate over this.
+    pub search_down: u32,
     /// The p99 a light workload must stay under to count as not saturated.
     pub bound: Duration,
     /// The same for a heavy one.
@@ -89,7 +91,8 @@ impl Plan {
             connections: 32,
             saturate: vec![Workload::DbLookup],
             probe: (Duration::from_millis(200), Duration::from_millis(800)),
-            bisect_steps: 2,
+            bisect_steps: 1,
+            search_down: 4,
             bound: Duration::from_millis(1),
             heavy_bound: Duration::from_millis(100),
             pin: true,
@@ -112,6 +115,7 @@ impl Plan {
             saturate: Workload::ALL.to_vec(),
             probe: (Duration::from_secs(1), Duration::from_secs(3)),
             bisect_steps: 4,
+            search_down: 16,
             ..Self::quick()
         }
     }
@@ -495,7 +499,8 @@ impl<F: Fn(String)> Lab<'_, F> {
         };
         let start = self.plan.rates_of(workload).first().copied().unwrap_or(1000.0);
         let cap = if workload.heavy() { 5_000.0 } else { 500_000.0 };
-        let good = search(start, cap, self.plan.bisect_steps, once)?;
+        let floor = start / f64::from(self.plan.search_down.max(1));
+        let good = search(start, floor, cap, self.plan.bisect_steps, once)?;
         s.rate = good;
         // When the generator itself fell behind at the lowest failing rate, the server's limit
         // may be above what was measured.
@@ -511,12 +516,13 @@ impl<F: Fn(String)> Lab<'_, F> {
 }
 
 /// The saturation search over `probe` (true: the rate kept under the bound): doubles from
-/// `start` up to `cap` until a rate fails, or halves down to a sixteenth of `start` until one
-/// passes, then bisects `steps` times between the last good and the first bad rate. One VM
+/// `start` up to `cap` until a rate fails, or halves down to `floor` until one passes, then
+/// bisects `steps` times between the last good and the first bad rate. One VM
 /// hiccup must not end it: a rate fails only when a second probe at it fails too. Returns the
 /// highest good rate, if any.
 fn search(
     start: f64,
+    floor: f64,
     cap: f64,
     steps: u32,
     mut once: impl FnMut(f64) -> anyhow::Result<bool>,
@@ -537,9 +543,9 @@ fn search(
         }
     } else {
         bad = Some(rate);
-        // A runtime over the bound even at a sixteenth has no rate to speak of, and each step
+        // A runtime over the bound even at the floor has no rate to speak of, and each step
         // down costs two probes.
-        while rate > (start / 16.0).max(1.0) {
+        while rate > floor.max(1.0) {
             rate /= 2.0;
             if probe(rate)? {
                 good = Some(rate);
@@ -757,9 +763,14 @@ mod tests {
     /// Runs [`search`] from 1000 rps against a server that keeps its p99 under the bound up to
     /// `limit`, except that the first probe at each rate in `hiccups` fails. Returns what the
     /// search found and every rate it probed.
-    fn saturate(limit: f64, mut hiccups: Vec<f64>) -> (Option<f64>, Vec<f64>) {
+    fn saturate(limit: f64, hiccups: Vec<f64>) -> (Option<f64>, Vec<f64>) {
+        saturate_down_to(62.5, limit, hiccups)
+    }
+
+    /// The same, halving down to `floor` when 1000 fails.
+    fn saturate_down_to(floor: f64, limit: f64, mut hiccups: Vec<f64>) -> (Option<f64>, Vec<f64>) {
         let mut tried = Vec::new();
-        let found = search(1000.0, 500_000.0, 4, |rate| {
+        let found = search(1000.0, floor, 500_000.0, 4, |rate| {
             tried.push(rate);
             if let Some(i) = hiccups.iter().position(|&h| h == rate) {
                 hiccups.remove(i);
@@ -793,8 +804,14 @@ mod tests {
     fn a_runtime_over_the_bound_everywhere_has_no_rate() {
         let (found, tried) = saturate(0.0, vec![]);
         assert_eq!(found, None);
-        // Halved down to a sixteenth of the start, each rate twice.
+        // Halved down to the floor, a sixteenth of the start, each rate twice.
         assert_eq!(tried, [1000., 1000., 500., 500., 250., 250., 125., 125., 62.5, 62.5]);
+        // The quick plan's floor, a quarter: two steps down, then none.
+        let (found, tried) = saturate_down_to(250.0, 0.0, vec![]);
+        assert_eq!((found, tried), (None, vec![1000., 1000., 500., 500., 250., 250.]));
+        // A rate that passes on the way down is bisected up from.
+        let (found, _) = saturate_down_to(250.0, 700.0, vec![]);
+        assert_eq!(found, Some(688.0));
     }
 
     /// `/proc/stat` with `steal` ticks on CPU 0 (the generator's) and CPU 1 (the server's).
