@@ -417,7 +417,7 @@ enum Failure {
 /// Sends `template` once on a new connection and returns the status and the body: how the
 /// lab checks that a runtime answers correctly before it loads it. It uses hyper's client,
 /// which decodes every body the way a general client does; the load itself goes through
-/// [`Wire`], which only frames them.
+/// the generator's own client (`wire`), which only frames them.
 pub async fn request_once(
     addr: SocketAddr,
     template: &RequestTemplate,
