@@ -197,14 +197,19 @@ pub fn run(
     // A common start a little ahead, so every thread has connected before its first slot.
     let start = Instant::now() + Duration::from_millis(200);
     let (results, cpu_times) = std::thread::scope(|scope| {
-        // Reads the CPU times as the recording starts and ends (a sleeping thread, woken twice).
-        let window = scope.spawn(|| {
-            let at = |when: Instant| {
-                std::thread::sleep(when.saturating_duration_since(Instant::now()));
-                CpuTimes::read().ok()
+        // Reads the CPU times as the recording starts and ends (a sleeping thread, woken
+        // twice), unless a load thread fails first and its channel is dropped.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let window = scope.spawn(move || {
+            let at = |when: Instant| match stopped
+                .recv_timeout(when.saturating_duration_since(Instant::now()))
+            {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => CpuTimes::read().ok(),
+                _ => None,
             };
             let from = start + spec.warmup;
-            at(from).zip(at(from + spec.duration))
+            let first = at(from)?;
+            Some((first, at(from + spec.duration)?))
         });
         let handles: Vec<_> = threads
             .iter()
@@ -225,6 +230,9 @@ pub fn run(
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked"))))
             .collect();
+        if results.iter().any(Result::is_err) {
+            drop(stop);
+        }
         (results, window.join().ok().flatten())
     });
     let mut total = LoadResult { cpu_times, ..LoadResult::default() };

@@ -127,9 +127,12 @@ fn wrong_statuses_and_dead_servers_are_errors_not_latencies() {
     assert!(r.errors.status >= 90 && r.ok >= 90, "{:?} ok {}", r.errors, r.ok);
     assert_eq!(r.corrected.count(), r.ok);
 
-    // Nothing listens: the connections cannot even be opened.
+    // Nothing listens: the connections cannot even be opened, and the run says so at once,
+    // not when its 30 s would have ended.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    assert!(run(&spec(closed, 100.0, 0, 100, 1), &get(), &[]).is_err());
+    let started = Instant::now();
+    assert!(run(&spec(closed, 100.0, 0, 30_000, 1), &get(), &[]).is_err());
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }
 
 #[test]
