@@ -368,10 +368,10 @@ impl<F: Fn(String)> Lab<'_, F> {
     /// The same endpoint (`GET /kv/user:1`) measured by wrk (Debian's, a lean C client) and
     /// by the lab **at the same time**, each at about half the first fixed rate on its own
     /// connections (the lab on as many as in its fixed-rate runs, so the check is of the
-    /// figures it reports), in [`CROSS_CHECK_ROUNDS`] rounds: the VM's hiccups, which move a p99 2–3×
-    /// between runs a minute apart, then fall on both tools alike. wrk has no constant-rate
-    /// mode: each connection pauses [`WRK_PAUSE_MS`] after each answer (its Lua `delay()`),
-    /// so `rate × pause` connections give about the rate. A short wrk run first finds the
+    /// figures it reports), in [`CROSS_CHECK_ROUNDS`] rounds: the VM's hiccups, which move a
+    /// p99 2–3× between runs a minute apart, then fall on both tools alike. wrk has no
+    /// constant-rate mode: each connection pauses [`WRK_PAUSE_MS`] after each answer (its Lua
+    /// `delay()`), so `rate × pause` connections give about the rate. A short wrk run first finds the
     /// rate wrk reaches; each round's lab runs at the rate wrk reached in the round before.
     fn cross_check(&self, server: &Server, wrk: &std::path::Path) -> anyhow::Result<CrossCheck> {
         let (template, _) = self.fixtures.requests(Workload::DbLookup).swap_remove(0);
@@ -401,8 +401,7 @@ impl<F: Fn(String)> Lab<'_, F> {
         let wrk_duration = self.plan.warmup + self.plan.duration + Duration::from_secs(2);
         let mut rounds = Vec::with_capacity(CROSS_CHECK_ROUNDS);
         for _ in 0..CROSS_CHECK_ROUNDS {
-            let mut spec = self.spec(server, rate, self.plan.warmup, self.plan.duration);
-            spec.connections = self.plan.connections;
+            let spec = self.spec(server, rate, self.plan.warmup, self.plan.duration);
             let running = start_wrk(wrk_duration)?;
             std::thread::sleep(Duration::from_secs(1));
             let lab = load::run(&spec, &templates, &self.cpus.load);
@@ -517,9 +516,9 @@ impl<F: Fn(String)> Lab<'_, F> {
 
 /// The saturation search over `probe` (true: the rate kept under the bound): doubles from
 /// `start` up to `cap` until a rate fails, or halves down to `floor` until one passes, then
-/// bisects `steps` times between the last good and the first bad rate. One VM
-/// hiccup must not end it: a rate fails only when a second probe at it fails too. Returns the
-/// highest good rate, if any.
+/// bisects `steps` times between the last good and the first bad rate. One VM hiccup must not
+/// end it: a rate fails only when a second probe at it fails too. Returns the highest good
+/// rate, if any.
 fn search(
     start: f64,
     floor: f64,

@@ -656,21 +656,6 @@ impl Results {
         let pair = |p: Percentiles| format!("{:.0} / {:.0}", p.p50, p.p99);
         let percent = |(a, b): (f64, f64)| format!("{:+.0} % / {:+.0} %", a * 100.0, b * 100.0);
         let verdict = |agrees: bool| if agrees { "agrees" } else { "**does not agree**" };
-        let medians = |w: &mut String, runtime: Runtime, check: &CrossCheck| {
-            let (wrk, lab, sent) = check.medians();
-            let _ = writeln!(
-                w,
-                "| {} | **median** | | | {} | {} ({}, {}) | {} ({}, {}) | |",
-                runtime.name(),
-                pair(wrk),
-                pair(lab),
-                percent(lab.differences(&wrk)),
-                verdict(lab.agrees_with(&wrk)),
-                pair(sent),
-                percent(sent.differences(&wrk)),
-                verdict(sent.agrees_with(&wrk)),
-            );
-        };
         for &(runtime, check) in &checks {
             for (i, r) in check.rounds.iter().enumerate() {
                 let _ = writeln!(
@@ -686,7 +671,19 @@ impl Results {
                     r.steal.map_or("–".into(), |s| s.describe()),
                 );
             }
-            medians(w, runtime, check);
+            let (wrk, lab, sent) = check.medians();
+            let _ = writeln!(
+                w,
+                "| {} | **median** | | | {} | {} ({}, {}) | {} ({}, {}) | |",
+                runtime.name(),
+                pair(wrk),
+                pair(lab),
+                percent(lab.differences(&wrk)),
+                verdict(lab.agrees_with(&wrk)),
+                pair(sent),
+                percent(sent.differences(&wrk)),
+                verdict(sent.agrees_with(&wrk)),
+            );
         }
     }
 
