@@ -104,6 +104,9 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("each run is 3 slices per runtime"), "{report}");
     assert!(report.contains("| steal % server / load | calm p99 µs (slices) |"), "{report}");
+    // The idle CPUs' wait, read from this machine's /sys, is in the header.
+    let idle = results["meta"]["idle"].as_str().unwrap();
+    assert!(!idle.is_empty() && report.contains(&format!("- idle CPUs: {idle}\n")), "{report}");
     for section in ["## static-json", "## db-lookup", "## Cold start", "## Decision matrix"] {
         assert!(report.contains(section), "{section} missing from the report");
     }

@@ -38,6 +38,9 @@ pub struct Meta {
     pub cpus: usize,
     /// The kernel (`uname -sr`).
     pub kernel: String,
+    /// How idle CPUs wait for work ([`crate::procfs::idle_state`]).
+    #[serde(default)]
+    pub idle: String,
     /// Which CPUs the load and the server ran on.
     pub pinning: String,
     /// Keep-alive connections.
@@ -77,6 +80,7 @@ impl Meta {
                 uname.sysname().to_string_lossy(),
                 uname.release().to_string_lossy()
             ),
+            idle: crate::procfs::idle_state(),
             pinning: cpus.describe(),
             connections: plan.connections,
             warmup_s: plan.warmup.as_secs_f64(),
@@ -447,6 +451,9 @@ impl Results {
         let _ = writeln!(w, "- date: {}", m.date);
         let _ =
             writeln!(w, "- CPU: {} ({} CPUs available), kernel {}", m.cpu_model, m.cpus, m.kernel);
+        if !m.idle.is_empty() {
+            let _ = writeln!(w, "- idle CPUs: {}", m.idle);
+        }
         let _ = writeln!(w, "- pinning: {}", m.pinning);
         let steals: Vec<Steal> =
             self.measured().flat_map(|r| r.runs.iter().filter_map(|run| run.steal)).collect();
