@@ -371,8 +371,9 @@ impl<F: Fn(String)> Lab<'_, F> {
     /// figures it reports), in [`CROSS_CHECK_ROUNDS`] rounds: the VM's hiccups, which move a
     /// p99 2–3× between runs a minute apart, then fall on both tools alike. wrk has no
     /// constant-rate mode: each connection pauses [`WRK_PAUSE_MS`] after each answer (its Lua
-    /// `delay()`), so `rate × pause` connections give about the rate. A short wrk run first finds the
-    /// rate wrk reaches; each round's lab runs at the rate wrk reached in the round before.
+    /// `delay()`), so `rate × pause` connections give about the rate. A short wrk run first
+    /// finds the rate wrk reaches; each round's lab runs at the rate wrk reached in the round
+    /// before.
     fn cross_check(&self, server: &Server, wrk: &std::path::Path) -> anyhow::Result<CrossCheck> {
         let (template, _) = self.fixtures.requests(Workload::DbLookup).swap_remove(0);
         let url = format!("http://{}{}", server.addr, template.uri);

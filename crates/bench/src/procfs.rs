@@ -121,8 +121,9 @@ impl CpuTimes {
 /// How this machine's idle CPUs wait for work, for the report header: the cpuidle driver and
 /// governor, and with the `haltpoll` driver (a KVM guest's) its poll window. The window sets
 /// what every wake-up costs: an idle vCPU polls that long before it halts, and a wake-up of a
-/// halted one goes through the hypervisor. On this VM, with the window at 0, every runtime's
-/// p50 was a quarter higher than with the kernel's default 200 µs (docs/benchmarks.md).
+/// halted one goes through the hypervisor. On this VM, with the kernel's default window of
+/// 200 µs instead of its own 0, every runtime's p50 was about a quarter lower
+/// (docs/benchmarks.md).
 pub fn idle_state() -> String {
     idle_state_in(std::path::Path::new("/sys"))
 }
@@ -173,6 +174,8 @@ fn parse(stat: &str, status: &str, ticks_per_second: u64) -> Option<Sample> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn idle_state_names_driver_governor_and_the_halt_poll_window() {
         let sys = tempfile::tempdir().unwrap();
@@ -181,33 +184,31 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         };
-        assert_eq!(super::idle_state_in(sys.path()), "no cpuidle driver in /sys");
+        assert_eq!(idle_state_in(sys.path()), "no cpuidle driver in /sys");
         write("devices/system/cpu/cpuidle/current_driver", "intel_idle\n");
         write("devices/system/cpu/cpuidle/current_governor_ro", "menu\n");
-        assert_eq!(super::idle_state_in(sys.path()), "cpuidle driver intel_idle, governor menu");
+        assert_eq!(idle_state_in(sys.path()), "cpuidle driver intel_idle, governor menu");
         write("devices/system/cpu/cpuidle/current_driver", "haltpoll\n");
         write("devices/system/cpu/cpuidle/current_governor", "haltpoll\n");
         assert_eq!(
-            super::idle_state_in(sys.path()),
+            idle_state_in(sys.path()),
             "cpuidle driver haltpoll, governor haltpoll, halt-poll window unreadable"
         );
         write("module/haltpoll/parameters/guest_halt_poll_ns", "200000\n");
         assert_eq!(
-            super::idle_state_in(sys.path()),
+            idle_state_in(sys.path()),
             "cpuidle driver haltpoll, governor haltpoll, halt-poll window 200000 ns"
         );
         write("module/haltpoll/parameters/guest_halt_poll_ns", "0\n");
+        let halts = idle_state_in(sys.path());
         assert!(
-            super::idle_state_in(sys.path()).ends_with(
+            halts.ends_with(
                 "halt-poll window 0 ns (an idle vCPU halts at once: every wake-up goes through \
                  the hypervisor)"
             ),
-            "{}",
-            super::idle_state_in(sys.path())
+            "{halts}"
         );
     }
-
-    use super::*;
 
     #[test]
     fn parses_stat_and_status() {
