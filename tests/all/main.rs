@@ -10,6 +10,7 @@ mod hostile;
 mod kv;
 mod limits;
 mod observability;
+mod requests;
 mod shutdown;
 mod support;
 mod toolchain;

@@ -262,6 +262,15 @@ pub fn http(
     read_reply(&mut stream)
 }
 
+/// Sends `request` as written on a fresh connection and reads the one reply (the request
+/// should close the connection: `Connection: close`, or HTTP/1.0).
+pub fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    stream.write_all(request).unwrap();
+    read_reply(&mut stream)
+}
+
 pub fn get(addr: SocketAddr, path: &str) -> Reply {
     http(addr, "GET", path, &[], b"")
 }

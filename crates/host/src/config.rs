@@ -18,6 +18,7 @@ use std::time::Duration;
 use edgegate_runtime::Limits;
 use serde::Deserialize;
 
+use crate::path::{EscapedSlashes, PathRules};
 use crate::size::ByteSize;
 
 /// The whole configuration.
@@ -166,6 +167,17 @@ pub struct ServerConfig {
     /// durations (docs/observability.md). Off by default: it tells clients how long the
     /// gateway's parts took.
     pub server_timing: bool,
+    /// Normalize request paths before routing (RFC 3986): decode escaped unreserved
+    /// characters (`%2E` is `.`), remove `.` and `..` segments, and refuse a path that climbs
+    /// above the root with 400 `invalid_path`. The worker and the upstream get the normalized
+    /// path. Default true; off, paths are routed and forwarded exactly as received.
+    pub normalize_path: bool,
+    /// With `normalize_path`, merge repeated slashes: `/a//b` is `/a/b`. Default true.
+    pub merge_slashes: bool,
+    /// With `normalize_path`, what an escaped slash or backslash (`%2F`, `%5C`) gets:
+    /// `"reject"` (400 `invalid_path`, the default) or `"keep"` (data inside its segment,
+    /// forwarded escaped).
+    pub escaped_slashes: EscapedSlashes,
 }
 
 impl Default for ServerConfig {
@@ -184,6 +196,20 @@ impl Default for ServerConfig {
             shutdown_timeout: Duration::from_secs(30),
             trust_forwarded: false,
             server_timing: false,
+            normalize_path: true,
+            merge_slashes: true,
+            escaped_slashes: EscapedSlashes::Reject,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// How request paths are normalized.
+    pub fn path_rules(&self) -> PathRules {
+        PathRules {
+            normalize: self.normalize_path,
+            merge_slashes: self.merge_slashes,
+            escaped_slashes: self.escaped_slashes,
         }
     }
 }

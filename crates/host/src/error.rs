@@ -4,7 +4,7 @@
 //!
 //! | source   | codes                                                                | status |
 //! |----------|----------------------------------------------------------------------|--------|
-//! | client   | `no_route`, `method_not_allowed`, `body_too_large`, `body_timeout`, `bad_request`, `too_many_headers` | 404 405 413 408 400 431 |
+//! | client   | `no_route`, `method_not_allowed`, `body_too_large`, `body_timeout`, `bad_request`, `invalid_host`, `invalid_path`, `too_many_headers` | 404 405 413 408 400 400 400 431 |
 //! | worker   | `worker_trap`, `stack_overflow`, `out_of_memory`, `abi_violation`, `invalid_response`, `response_too_large`, `worker_error`, `unknown_upstream`, `upstream_not_granted` | 500 |
 //! | worker   | `cpu_budget_exceeded`, `hostcall_budget_exceeded`, `worker_unavailable` | 503 |
 //! | worker   | `deadline_exceeded`                                                  | 504 |
@@ -60,6 +60,10 @@ pub enum ErrorKind {
     BadRequest,
     /// More headers than `max_headers` (HTTP/2; hyper answers HTTP/1.1 itself).
     TooManyHeaders,
+    /// No `Host` where HTTP/1.1 needs one, more than one, or one that is not `host[:port]`.
+    InvalidHost,
+    /// A path that climbs above the root, or has an escape that is malformed or refused.
+    InvalidPath,
     /// The worker failed, or the runtime could not run it.
     Exec(ExecErrorKind),
     /// The worker forwarded to an upstream that is not configured.
@@ -85,7 +89,9 @@ impl ErrorKind {
             | Self::BodyTooLarge
             | Self::BodyTimeout
             | Self::BadRequest
-            | Self::TooManyHeaders => Source::Client,
+            | Self::TooManyHeaders
+            | Self::InvalidHost
+            | Self::InvalidPath => Source::Client,
             Self::Exec(kind) if kind.is_host() => Source::Host,
             Self::Exec(_) | Self::UnknownUpstream | Self::UpstreamNotGranted => Source::Worker,
             Self::UpstreamConnect | Self::UpstreamBadResponse | Self::UpstreamTimeout => {
@@ -102,7 +108,7 @@ impl ErrorKind {
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::BadRequest => StatusCode::BAD_REQUEST,
+            Self::BadRequest | Self::InvalidHost | Self::InvalidPath => StatusCode::BAD_REQUEST,
             Self::TooManyHeaders => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::UnknownUpstream | Self::UpstreamNotGranted => StatusCode::INTERNAL_SERVER_ERROR,
             Self::UpstreamConnect | Self::UpstreamBadResponse => StatusCode::BAD_GATEWAY,
@@ -128,6 +134,8 @@ impl ErrorKind {
             Self::BodyTimeout => "body_timeout",
             Self::BadRequest => "bad_request",
             Self::TooManyHeaders => "too_many_headers",
+            Self::InvalidHost => "invalid_host",
+            Self::InvalidPath => "invalid_path",
             Self::UnknownUpstream => "unknown_upstream",
             Self::UpstreamNotGranted => "upstream_not_granted",
             Self::UpstreamConnect => "upstream_connect_failed",

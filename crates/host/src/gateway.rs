@@ -25,6 +25,7 @@ use crate::error::{ErrorKind, RequestError, Source, error_chain};
 use crate::fetch::{FetchPool, Origin, WorkerFetcher};
 use crate::kv::Mode as KvMode;
 use crate::metrics::{Level, Raised, RouteMetrics};
+use crate::path::PathRules;
 use crate::router::{Match, Router};
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
@@ -54,6 +55,7 @@ struct Target {
 pub struct Gateway {
     router: Router<Target>,
     server: ServerConfig,
+    path_rules: PathRules,
     pub(crate) permits: Semaphore,
     ids: RequestIds,
     upstreams: HashMap<String, Arc<Upstream>>,
@@ -244,6 +246,7 @@ impl Gateway {
         Ok(Self {
             router,
             server: config.server.clone(),
+            path_rules: config.server.path_rules(),
             permits: Semaphore::new(config.server.max_concurrency as usize),
             ids: RequestIds::new(),
             upstreams,
@@ -345,13 +348,12 @@ impl Gateway {
                 format!("{} headers", request.headers().len()),
             ));
         }
-        let host = request
-            .uri()
-            .authority()
-            .map(|a| a.as_str())
-            .or_else(|| request.headers().get(header::HOST).and_then(|h| h.to_str().ok()))
-            .unwrap_or("");
-        let route = match self.router.route(host, request.uri().path(), request.method()) {
+        let (mut parts, body) = request.into_parts();
+        crate::authority::settle(&mut parts)
+            .map_err(|e| RequestError::new(ErrorKind::InvalidHost, e.to_string()))?;
+        self.normalize_path(&mut parts.uri)?;
+        let host = crate::authority::of(&parts.uri, &parts.headers);
+        let route = match self.router.route(host, parts.uri.path(), &parts.method) {
             Match::Found(route) => route,
             Match::MethodNotAllowed(allowed) => {
                 return Err(RequestError::new(ErrorKind::MethodNotAllowed(allowed), ""));
@@ -366,7 +368,6 @@ impl Gateway {
         span.record("route", route.name.as_str());
         span.record("worker", target.worker.name());
 
-        let (parts, body) = request.into_parts();
         let body = self.read_body(&parts.headers, body, target.body_limit).await?;
         let guest = GuestRequest {
             method: parts.method,
@@ -400,6 +401,25 @@ impl Gateway {
                 Ok(response?.map(Either::Right))
             }
         }
+    }
+
+    /// Puts the normal form of the path in `uri` (see [`crate::path`]), keeping the query.
+    fn normalize_path(&self, uri: &mut http::Uri) -> Result<(), RequestError> {
+        let invalid =
+            |e: &dyn std::fmt::Display| RequestError::new(ErrorKind::InvalidPath, e.to_string());
+        let Some(path) =
+            crate::path::normalize(uri.path(), &self.path_rules).map_err(|e| invalid(&e))?
+        else {
+            return Ok(());
+        };
+        let target = match uri.query() {
+            Some(query) => format!("{path}?{query}"),
+            None => path,
+        };
+        let mut parts = std::mem::take(uri).into_parts();
+        parts.path_and_query = Some(target.parse().map_err(|e| invalid(&e))?);
+        *uri = http::Uri::from_parts(parts).map_err(|e| invalid(&e))?;
+        Ok(())
     }
 
     /// The upstream a forward names, if the worker may use it.

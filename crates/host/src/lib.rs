@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod authority;
 mod client;
 pub mod config;
 pub mod demo;
@@ -32,6 +33,7 @@ mod keyring;
 mod kv;
 mod listener;
 pub mod metrics;
+pub mod path;
 pub mod router;
 pub mod size;
 mod trace;

@@ -103,6 +103,7 @@ fn with(signer: &Signer, kid: &str) -> Request<Full<Bytes>> {
     Request::builder()
         .method(Method::GET)
         .uri("/x")
+        .header("host", "localhost")
         .header("authorization", format!("Bearer {token}"))
         .body(Full::new(Bytes::new()))
         .unwrap()

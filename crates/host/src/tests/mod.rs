@@ -144,7 +144,12 @@ impl Body for Stalled {
 #[tokio::test]
 async fn a_body_that_never_arrives_is_408() {
     let g = gateway("").await;
-    let r = Request::builder().method(Method::POST).uri("/echo").body(Stalled).unwrap();
+    let r = Request::builder()
+        .method(Method::POST)
+        .uri("/echo")
+        .header("host", "localhost")
+        .body(Stalled)
+        .unwrap();
     let (status, _, body) = send(&g, r).await;
     assert_eq!((status.as_u16(), error_code(&body).as_str()), (408, "body_timeout"));
 }

@@ -25,6 +25,10 @@
 //! | `/kv?op=OP&ns=NS&key=K&n=N&delta=D&ttl=MS` | one KV call (`get`, `put` of the body or of N bytes, `incr`, `delete`, `list` with the key as prefix, `batch`: N puts in one call then a get of them all, `many`: N single gets into one buffer); 200 and the result, or 500 and the error code's name |
 //! | `/kv-abuse` | calls the KV hostcalls with out-of-bounds pointers and a negative TTL; answers the codes |
 //! | `/fetch?url=U&n=N` | starts N fetches of U (default 1) at once, waits for each; 200 and `status body` per line, or 500 and the error code's name |
+//! | `/target` | answers the host and the request target it was given: `HOST TARGET` |
+//! | `/pass?set=CASE` | forwards to the upstream `origin`, setting the header CASE names (see `/status`) |
+//! | `/status?code=N&set=CASE` | answers status N (default 200) with one more header: `crlf`, `nul`, `connection`, `transfer-encoding`, `upgrade`, `keep-alive`, `content-length` (a wrong one), `content-length-ok` (the body's), or none |
+//! | `/log-inject` | logs a message with a newline, a forged log line and ANSI escapes, then answers 200 |
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -141,11 +145,49 @@ pub fn handle(req: &Request) -> Response {
             Response::text(200, &text)
         }
         "fetch" => fetch_many(req),
+        "target" => Response::text(200, &alloc::format!("{} {}", req.host(), req.target())),
+        "pass" => match hostile_header(req) {
+            Some((name, value)) => Forward::to("origin").set_header(name, value).into(),
+            None => Forward::to("origin").into(),
+        },
+        "status" => {
+            let code = req.query_param("code").and_then(|c| c.parse().ok()).unwrap_or(200);
+            let builder = Response::builder(code);
+            match hostile_header(req) {
+                Some((name, value)) => builder.header(name, value).body(STATUS_BODY),
+                None => builder.body(STATUS_BODY),
+            }
+        }
+        "log-inject" => {
+            host::log(
+                LogLevel::Error,
+                "first\nFORGED level=ERROR request_id=0 forged line\u{1b}[31m red\u{1b}[0m end",
+            );
+            Response::text(200, "logged")
+        }
         other => {
             host::log_fmt(LogLevel::Warn, format_args!("hostile: unknown path {other}"));
             Response::text(404, "unknown hostile path")
         }
     }
+}
+
+/// The body `/status` answers with.
+const STATUS_BODY: &str = "status";
+
+/// The header `set=CASE` names: one a worker must not be able to send.
+fn hostile_header(req: &Request) -> Option<(&'static str, &'static [u8])> {
+    Some(match req.query_param("set")? {
+        "crlf" => ("x-split", b"a\r\nx-injected: 1"),
+        "nul" => ("x-nul", b"a\0b"),
+        "connection" => ("connection", b"close"),
+        "transfer-encoding" => ("transfer-encoding", b"chunked"),
+        "upgrade" => ("upgrade", b"websocket"),
+        "keep-alive" => ("keep-alive", b"timeout=5"),
+        "content-length" => ("content-length", b"999"),
+        "content-length-ok" => ("content-length", b"6"),
+        _ => return None,
+    })
 }
 
 fn failed(e: edgegate_sdk::HostError) -> Response {
