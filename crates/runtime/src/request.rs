@@ -456,9 +456,12 @@ fn classify(state: &RequestState, error: wasmtime::Error) -> ExecError {
     ExecError::new(kind, detail)
 }
 
-/// Headers a worker may not set on a response: they describe the connection or the framing,
-/// which the gateway owns.
-const CONNECTION_HEADERS: [HeaderName; 7] = [
+/// Headers a worker may not set, on a response or a forwarded request: they describe the
+/// connection or the message framing, which the gateway owns. A worker that sets one gets
+/// `invalid_response`, not a quiet fix. `content-length` is the exception on a response: one
+/// that equals the body's length is what the gateway would send anyway, so it is accepted
+/// (and the gateway's own is sent).
+const CONNECTION_HEADERS: [HeaderName; 8] = [
     http::header::CONNECTION,
     http::header::CONTENT_LENGTH,
     http::header::TRANSFER_ENCODING,
@@ -466,7 +469,12 @@ const CONNECTION_HEADERS: [HeaderName; 7] = [
     http::header::TRAILER,
     http::header::UPGRADE,
     HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
 ];
+
+/// The statuses a worker may answer with. 1xx are interim responses (and 101 would switch
+/// protocols without an upgrade), not answers; above 599 is not HTTP.
+const WORKER_STATUSES: std::ops::RangeInclusive<u16> = 200..=599;
 
 fn decode(
     store: &Store<RequestState>,
@@ -491,14 +499,26 @@ fn decode(
                     format!("{} bytes, limit {}", body.len(), limits.response_body),
                 ));
             }
+            if !WORKER_STATUSES.contains(&status) {
+                return Err(invalid(format!("status {status}: a worker answers 200 to 599")));
+            }
             let status = StatusCode::from_u16(status).map_err(|e| invalid(e.to_string()))?;
             let mut map = HeaderMap::with_capacity(headers.len());
             for (name, value) in headers {
                 let name = header_name(name)?;
                 let value = header_value(&name, value)?;
-                if !CONNECTION_HEADERS.contains(&name) {
-                    map.append(name, value);
+                if name == http::header::CONTENT_LENGTH {
+                    if value.as_bytes() != body.len().to_string().as_bytes() {
+                        return Err(invalid(format!(
+                            "content-length {:?} for a body of {} bytes",
+                            String::from_utf8_lossy(value.as_bytes()),
+                            body.len()
+                        )));
+                    }
+                    continue;
                 }
+                connection_header(&name)?;
+                map.append(name, value);
             }
             let mut response = http::Response::new(Bytes::copy_from_slice(body));
             *response.status_mut() = status;
@@ -510,13 +530,14 @@ fn decode(
                 .iter()
                 .map(|(op, name, value)| {
                     let name = header_name(name)?;
-                    Ok(match op {
-                        EditOp::Set => HeaderEdit::Set(name.clone(), header_value(&name, value)?),
-                        EditOp::Append => {
-                            HeaderEdit::Append(name.clone(), header_value(&name, value)?)
-                        }
-                        EditOp::Remove => HeaderEdit::Remove(name),
-                    })
+                    let edit = match op {
+                        EditOp::Remove => return Ok(HeaderEdit::Remove(name)),
+                        EditOp::Set => HeaderEdit::Set,
+                        EditOp::Append => HeaderEdit::Append,
+                    };
+                    connection_header(&name)?;
+                    let value = header_value(&name, value)?;
+                    Ok(edit(name, value))
                 })
                 .collect::<Result<_, ExecError>>()?;
             Ok(GuestOutcome::Forward(Forward {
@@ -544,6 +565,15 @@ fn header_name(name: &[u8]) -> Result<HeaderName, ExecError> {
         .map_err(|_| invalid(format!("bad header name {:?}", String::from_utf8_lossy(name))))
 }
 
+/// Refuses a connection or framing header (see [`CONNECTION_HEADERS`]).
+fn connection_header(name: &HeaderName) -> Result<(), ExecError> {
+    if CONNECTION_HEADERS.contains(name) {
+        return Err(invalid(format!("header {name} is the gateway's to set")));
+    }
+    Ok(())
+}
+
+/// A value with no CR, LF, NUL or other control character but tab (`HeaderValue`'s rule).
 fn header_value(name: &HeaderName, value: &[u8]) -> Result<HeaderValue, ExecError> {
     HeaderValue::from_bytes(value).map_err(|_| invalid(format!("bad value for header {name}")))
 }

@@ -232,6 +232,38 @@ async fn response_limits_and_validation() {
 }
 
 #[tokio::test]
+async fn a_worker_answers_200_to_599_and_no_connection_or_framing_header() {
+    let worker = hostile();
+    for code in [100, 101, 103, 199, 600, 999, 0] {
+        let path = format!("/status?code={code}");
+        assert_eq!(failure(&worker, &path).await, ExecErrorKind::InvalidResponse, "{code}");
+    }
+    for code in [200, 204, 304, 418, 599] {
+        let path = format!("/status?code={code}");
+        assert_eq!(response(&worker, get(&path)).await.status(), code);
+    }
+    for case in [
+        "crlf",
+        "nul",
+        "connection",
+        "transfer-encoding",
+        "upgrade",
+        "keep-alive",
+        "content-length",
+    ] {
+        let path = format!("/status?set={case}");
+        assert_eq!(failure(&worker, &path).await, ExecErrorKind::InvalidResponse, "{case}");
+        let path = format!("/pass?set={case}");
+        assert_eq!(failure(&worker, &path).await, ExecErrorKind::InvalidResponse, "{case}");
+    }
+    let path = "/pass?set=content-length-ok";
+    assert_eq!(failure(&worker, path).await, ExecErrorKind::InvalidResponse, "forwarded: never");
+    let exact = response(&worker, get("/status?set=content-length-ok")).await;
+    assert_eq!((exact.status().as_u16(), exact.body().as_ref()), (200, &b"status"[..]));
+    assert!(exact.headers().get("content-length").is_none(), "the host sends its own");
+}
+
+#[tokio::test]
 async fn forward_directives_are_decoded() {
     let worker = hostile();
     match worker.handle(get("/forward"), RequestId(1)).await.unwrap() {
