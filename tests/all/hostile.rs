@@ -101,3 +101,56 @@ fn request_b_never_sees_what_request_a_wrote() {
         assert_eq!(get(gw.addr, "/leak").body, [0u8; 16]);
     }
 }
+
+#[test]
+fn a_worker_answers_final_statuses_without_connection_or_framing_headers() {
+    let mut gw = Gateway::start_with(&config(), &["--log-format", "json"], &[]);
+    let mut refused = Vec::new();
+    for code in [100, 101, 103, 199, 600] {
+        refused.push(format!("/h/status?code={code}"));
+    }
+    for case in ["crlf", "nul", "connection", "transfer-encoding", "upgrade", "content-length"] {
+        refused.push(format!("/h/status?set={case}"));
+    }
+    for path in &refused {
+        let reply = get(gw.addr, path);
+        assert_eq!((reply.status, reply.error().as_str()), (500, "invalid_response"), "{path}");
+        assert!(reply.header("upgrade").is_none() && reply.header("x-injected").is_none());
+    }
+    let exact = get(gw.addr, "/h/status?code=201&set=content-length-ok");
+    assert_eq!((exact.status, exact.text().as_str()), (201, "status"));
+    assert_eq!(exact.header("content-length"), Some("6"));
+    let (_, stderr) = gw.stop();
+    let sources: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["target"] == "edgegate::access" && l["error"] == "invalid_response")
+        .map(|l| l["source"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(sources, vec!["worker"; refused.len()], "each counted as the worker's: {stderr}");
+}
+
+#[test]
+fn a_guest_cannot_forge_log_lines() {
+    for format in ["text", "json"] {
+        let mut gw = Gateway::start_with(&config(), &["--log-format", format], &[]);
+        assert_eq!(get(gw.addr, "/h/log-inject").status, 200);
+        let (_, stderr) = gw.stop();
+        assert!(!stderr.contains('\u{1b}'), "{format}: a raw escape reached the log: {stderr:?}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("FORGED")).collect();
+        assert_eq!(lines.len(), 1, "{format}: one line, escaped: {stderr}");
+        assert!(
+            lines[0].contains("first\\") && lines[0].contains("edgegate::guest"),
+            "{}",
+            lines[0]
+        );
+        if format == "json" {
+            let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+            let message = line["message"].as_str().unwrap();
+            assert!(
+                message.starts_with("first\\nFORGED") && message.contains("\\u{1b}[31m"),
+                "{message}"
+            );
+        }
+    }
+}

@@ -37,6 +37,7 @@
 mod cpu;
 mod engine;
 mod error;
+mod escape;
 pub mod fetch;
 mod hostcalls;
 pub mod keys;

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use wasmtime::Caller;
 
 use super::{answer, enter, hostcall_span, kept, slice};
+use crate::escape::escape_control;
 use crate::fetch::FetchError;
 use crate::request::{KeptCall, RequestState};
 
@@ -63,7 +64,7 @@ pub(super) fn fetch_start(
             Ok(handle)
         }
         Err(e) => {
-            tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch refused: {e}");
+            tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch refused: {}", escape_control(&e.to_string()));
             Ok(e.host_error().code())
         }
     }
@@ -113,7 +114,7 @@ pub(super) fn fetch_wait<'a>(
                 }
                 Err(e) => {
                     let state = caller.data();
-                    tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch failed: {e}");
+                    tracing::debug!(worker = %state.worker.name, request_id = %state.request_id, "fetch failed: {}", escape_control(&e.to_string()));
                     Ok(e.host_error().code())
                 }
             }

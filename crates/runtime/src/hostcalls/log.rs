@@ -1,9 +1,11 @@
-//! `log_write`: guest messages into the gateway's log, under the target `edgegate::guest`.
+//! `log_write`: guest messages into the gateway's log, under the target `edgegate::guest`,
+//! with their control characters escaped (a guest cannot forge a log line).
 
 use edgegate_abi::LogLevel;
 use wasmtime::Caller;
 
 use super::{enter, slice};
+use crate::escape::escape_control;
 use crate::request::RequestState;
 
 /// Longer messages are cut to this many bytes.
@@ -17,7 +19,8 @@ pub(super) fn log_write(
 ) -> wasmtime::Result<()> {
     let Some((data, state)) = enter(&mut caller)? else { return Ok(()) };
     let Some(bytes) = slice(data, ptr, len.min(MAX_MESSAGE)) else { return Ok(()) };
-    let message = String::from_utf8_lossy(bytes);
+    let text = String::from_utf8_lossy(bytes);
+    let message = escape_control(&text);
     let worker = state.worker.name.as_str();
     let request_id = state.request_id;
     let cut = len > MAX_MESSAGE;
