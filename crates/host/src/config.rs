@@ -147,10 +147,29 @@ pub struct ServerConfig {
     /// Request body bytes at most, for every route; more gets 413. A worker's own
     /// `request_body` limit can only lower it. Default 16MiB.
     pub max_request_body: ByteSize,
-    /// Time a client has to send a request's headers, from the first byte; past it the
-    /// connection is closed. Default 10s.
+    /// Time a new connection has to show it is HTTP: its first byte (HTTP/1.1), or the whole
+    /// connection preface and first frame (h2c). Past it the connection is closed, so silent
+    /// sockets cannot hold `max_connections`. Default 10s.
+    #[serde(deserialize_with = "duration")]
+    pub handshake_timeout: Duration,
+    /// Time a client has to send a request's headers, from their first byte: an HTTP/1.1
+    /// request head, or an h2 header block (HEADERS to END_HEADERS). Past it the connection
+    /// is closed. Default 10s.
     #[serde(deserialize_with = "duration")]
     pub header_read_timeout: Duration,
+    /// A connection with no request in flight for this long is shut down: an HTTP/1.1
+    /// keep-alive connection is closed, an h2 connection gets GOAWAY and is closed. A
+    /// connection whose client takes no byte of its response for this long is closed.
+    /// Default 60s.
+    #[serde(deserialize_with = "duration")]
+    pub idle_timeout: Duration,
+    /// How often an h2 connection is PINGed, idle or not; `"0s"` turns the pings off.
+    /// Default 30s.
+    #[serde(deserialize_with = "duration")]
+    pub h2_keepalive_interval: Duration,
+    /// How long a PING may go unanswered before the h2 connection is closed. Default 10s.
+    #[serde(deserialize_with = "duration")]
+    pub h2_keepalive_timeout: Duration,
     /// Time a client has to send a whole request body; past it, 408. Default 30s.
     #[serde(deserialize_with = "duration")]
     pub body_read_timeout: Duration,
@@ -191,7 +210,11 @@ impl Default for ServerConfig {
             max_headers: 100,
             max_header_bytes: ByteSize(16 << 10),
             max_request_body: ByteSize(16 << 20),
+            handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            h2_keepalive_interval: Duration::from_secs(30),
+            h2_keepalive_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
             trust_forwarded: false,
@@ -659,6 +682,16 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
     }
     if s.max_header_bytes.bytes() < 8192 {
         return at("server.max_header_bytes".into(), "must be at least 8KiB");
+    }
+    for (key, timeout) in [
+        ("handshake_timeout", s.handshake_timeout),
+        ("header_read_timeout", s.header_read_timeout),
+        ("idle_timeout", s.idle_timeout),
+        ("h2_keepalive_timeout", s.h2_keepalive_timeout),
+    ] {
+        if timeout.is_zero() {
+            return at(format!("server.{key}"), "must be longer than zero");
+        }
     }
     if config.runtime.epoch_tick.is_zero() {
         return at("runtime.epoch_tick".into(), "must be longer than zero");

@@ -24,6 +24,7 @@ mod admin;
 mod authority;
 mod client;
 pub mod config;
+mod connection;
 pub mod demo;
 mod demo_origin;
 pub mod error;

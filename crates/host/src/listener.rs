@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!   accept ──(max_connections)──▶ hyper auto: h1 (header timeout, size, count) | h2c
+//!      │         watchdog: handshake, h2 header block, idle (crate::connection)
 //!      │                               └─▶ Gateway::handle per request
 //!   shutdown signal ─▶ stop accepting ─▶ /healthz says draining ─▶ finish in-flight requests
 //!                      (idle keep-alive connections close)        (at most shutdown_timeout)
@@ -17,11 +18,12 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
 
 use crate::admin;
+use crate::config::ServerConfig;
+use crate::connection::{Action, ConnState, InFlight, Timeouts, Tracked, Watchdog, Watched};
 use crate::gateway::Gateway;
 use crate::upstream::ConnInfo;
 
@@ -64,23 +66,16 @@ impl Server {
         let server = self.gateway.server().clone();
         let draining = Arc::new(AtomicBool::new(false));
         let admin = tokio::spawn(admin::serve(self.admin, draining.clone()));
+        let builder = Arc::new(builder(&server));
+        let timeouts = Timeouts {
+            handshake: server.handshake_timeout,
+            header_read: server.header_read_timeout,
+            idle: server.idle_timeout,
+        };
 
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        let mut http1 = builder.http1();
-        http1
-            .timer(TokioTimer::new())
-            .header_read_timeout(server.header_read_timeout)
-            .max_buf_size(server.max_header_bytes.bytes().max(MIN_BUF_SIZE) as usize);
-        // hyper keeps up to 100 headers on the stack; asking for another count moves them to
-        // the heap, so only do it when configured.
-        if server.max_headers != 100 {
-            http1.max_headers(server.max_headers);
-        }
-        builder.http2().timer(TokioTimer::new()).max_header_list_size(
-            u32::try_from(server.max_header_bytes.bytes()).unwrap_or(u32::MAX),
-        );
-
-        let graceful = GracefulShutdown::new();
+        // Every connection holds a receiver: a value sent tells them all to drain, and
+        // `closed()` says when the last one has ended.
+        let (drain, _) = watch::channel(());
         let connections = Arc::new(Semaphore::new(server.max_connections));
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
@@ -104,18 +99,18 @@ impl Server {
                 () = &mut shutdown => break,
             };
             let _ = stream.set_nodelay(true);
-            let gateway = self.gateway.clone();
             let conn = ConnInfo { peer, tls: false };
-            let service = service_fn(move |request| {
-                let gateway = gateway.clone();
-                async move { Ok::<_, std::convert::Infallible>(gateway.handle(request, conn).await) }
-            });
-            let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-            let connection = graceful.watch(connection);
+            let state = ConnState::new();
+            let connection = Connection {
+                gateway: self.gateway.clone(),
+                builder: builder.clone(),
+                io: Watched::new(stream, state.clone()),
+                watchdog: Watchdog::new(state, timeouts),
+                drain: drain.subscribe(),
+                conn,
+            };
             tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::debug!(%peer, "connection ended: {e}");
-                }
+                connection.serve().await;
                 drop(permit);
             });
         }
@@ -123,11 +118,94 @@ impl Server {
         drop(self.http);
         draining.store(true, Ordering::Relaxed);
         tracing::info!(timeout = ?server.shutdown_timeout, "shutting down: no longer accepting, draining in-flight requests");
-        match tokio::time::timeout(server.shutdown_timeout, graceful.shutdown()).await {
+        // Sending wakes every connection's receiver: each shuts down gracefully.
+        let _ = drain.send(());
+        match tokio::time::timeout(server.shutdown_timeout, drain.closed()).await {
             Ok(()) => tracing::info!("drained"),
             Err(_) => tracing::warn!("shutdown timeout: exiting with requests still in flight"),
         }
         admin.abort();
+    }
+}
+
+/// hyper's connection settings from `[server]`: HTTP/1.1 and h2c on one port, sniffed.
+fn builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut http1 = builder.http1();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout)
+        .max_buf_size(server.max_header_bytes.bytes().max(MIN_BUF_SIZE) as usize);
+    // hyper keeps up to 100 headers on the stack; asking for another count moves them to
+    // the heap, so only do it when configured.
+    if server.max_headers != 100 {
+        http1.max_headers(server.max_headers);
+    }
+    let keepalive = Some(server.h2_keepalive_interval).filter(|i| !i.is_zero());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(server.max_header_bytes.bytes()).unwrap_or(u32::MAX))
+        .keep_alive_interval(keepalive)
+        .keep_alive_timeout(server.h2_keepalive_timeout);
+    builder
+}
+
+/// One accepted client connection and everything it needs to be served.
+struct Connection {
+    gateway: Arc<Gateway>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    io: Watched<TcpStream>,
+    watchdog: Watchdog,
+    drain: watch::Receiver<()>,
+    conn: ConnInfo,
+}
+
+impl Connection {
+    /// Serves requests until the client closes, the watchdog closes it, or the gateway
+    /// drains.
+    async fn serve(self) {
+        let Self { gateway, builder, io, mut watchdog, mut drain, conn } = self;
+        let state = io.state().clone();
+        let service = service_fn(move |request| {
+            let in_flight = InFlight::enter(&state);
+            let gateway = gateway.clone();
+            async move {
+                let response = gateway.handle(request, conn).await;
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| Tracked::new(body, in_flight)),
+                )
+            }
+        });
+        let connection = builder.serve_connection(TokioIo::new(io), service);
+        let mut connection = std::pin::pin!(connection);
+        let mut draining = false;
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(peer = %conn.peer, "connection ended: {e}");
+                    }
+                    return;
+                }
+                action = watchdog.next() => match action {
+                    Action::Close(reason) => {
+                        tracing::debug!(peer = %conn.peer, reason, "connection closed");
+                        return;
+                    }
+                    Action::Shutdown(reason) => {
+                        tracing::debug!(peer = %conn.peer, reason, "connection shutting down");
+                        connection.as_mut().graceful_shutdown();
+                    }
+                },
+                changed = drain.changed(), if !draining => {
+                    draining = true;
+                    if changed.is_ok() {
+                        connection.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -120,6 +120,11 @@ const METRICS: &[(&str, Kind, &str)] = &[
     ),
     ("edgegate_upstream_duration_seconds", Kind::Buckets, "Time to an upstream's response head"),
     ("edgegate_upstream_errors_total", Kind::Counter, "Upstream failures, by upstream and kind"),
+    (
+        "edgegate_connections_closed_total",
+        Kind::Counter,
+        "Client connections the gateway closed for a timeout: handshake, header block or idle",
+    ),
     ("edgegate_upstream_in_flight", Kind::Level, "Requests waiting on an upstream"),
     (
         "edgegate_upstream_connections",

@@ -1,0 +1,183 @@
+//! Connections that never become requests, or stop being ones, over raw loopback sockets:
+//! silent sockets, a half-sent h2 preface, h2 without SETTINGS or without a stream, a header
+//! block that never ends, PINGs that go unanswered, and idle keep-alive connections.
+//!
+//! Each test gives the server far longer than the timeout under test to close the socket, and
+//! fails if it does not: without the timeouts, these sockets are held forever.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use crate::support::{Gateway, get, read_reply, spinning_hostile};
+
+/// Far longer than any timeout these tests set, far shorter than forever.
+const PATIENCE: Duration = Duration::from_secs(15);
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const SETTINGS: u8 = 0x4;
+const HEADERS: u8 = 0x1;
+const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
+const END_HEADERS: u8 = 0x4;
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut out = vec![len[1], len[2], len[3], kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An HPACK block for `METHOD /h/PATH` on localhost, literals without indexing.
+fn request_headers(method: u8, path: &str) -> Vec<u8> {
+    let mut block = vec![method, 0x86]; // :method (2 GET, 3 POST), :scheme http
+    block.extend_from_slice(&[0x04, path.len() as u8]); // :path, a literal
+    block.extend_from_slice(path.as_bytes());
+    block.extend_from_slice(&[0x01, 9]); // :authority
+    block.extend_from_slice(b"localhost");
+    block
+}
+
+fn connect(addr: SocketAddr, first: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(first).unwrap();
+    stream
+}
+
+/// Reads until the server closes; panics if it has not within [`PATIENCE`].
+fn closed_by_server(stream: &mut TcpStream, what: &str) -> Vec<u8> {
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return received,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return received,
+            Err(e) => panic!("{what}: the server did not close the connection: {e}"),
+        }
+    }
+}
+
+/// The frame types in what an h2 server sent.
+fn frame_types(mut bytes: &[u8]) -> Vec<u8> {
+    let mut types = Vec::new();
+    while bytes.len() >= 9 {
+        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+        types.push(bytes[3]);
+        bytes = &bytes[(9 + len).min(bytes.len())..];
+    }
+    types
+}
+
+#[test]
+fn connections_that_never_finish_their_handshake_are_closed() {
+    let gw = Gateway::start(&spinning_hostile("handshake_timeout = \"500ms\"", ""));
+    let mut cases = [
+        ("a silent socket", connect(gw.addr, b"")),
+        ("22 bytes of the h2 preface", connect(gw.addr, &PREFACE[..22])),
+        ("a preface without SETTINGS", connect(gw.addr, PREFACE)),
+    ];
+    for (what, stream) in &mut cases {
+        closed_by_server(stream, what);
+    }
+    let ok = get(gw.addr, "/h/ok");
+    assert_eq!(ok.status, 200);
+    let metrics = get(gw.admin, "/metrics").text();
+    assert!(
+        metrics.contains(r#"edgegate_connections_closed_total{reason="handshake_timeout"} 3"#),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn silent_sockets_at_max_connections_do_not_lock_out_a_new_client() {
+    let gw =
+        Gateway::start(&spinning_hostile("max_connections = 10\nhandshake_timeout = \"1s\"", ""));
+    let mut silent: Vec<TcpStream> = (0..10).map(|_| connect(gw.addr, b"")).collect();
+    // The eleventh waits in the accept queue until the first-byte timeout frees a slot.
+    let mut client =
+        connect(gw.addr, b"GET /h/ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    client.set_read_timeout(Some(PATIENCE)).unwrap();
+    let reply = read_reply(&mut client);
+    assert_eq!((reply.status, reply.text().as_str()), (200, "ok"));
+    for stream in &mut silent {
+        closed_by_server(stream, "a silent socket");
+    }
+}
+
+#[test]
+fn an_h2_connection_that_opens_no_stream_gets_goaway_then_is_closed() {
+    let gw = Gateway::start(&spinning_hostile("idle_timeout = \"500ms\"", ""));
+    let mut stream = connect(gw.addr, &[PREFACE, &frame(SETTINGS, 0, 0, &[])].concat());
+    let sent = closed_by_server(&mut stream, "an idle h2 connection");
+    let types = frame_types(&sent);
+    assert!(types.contains(&GOAWAY), "GOAWAY before the close: {types:?}");
+}
+
+#[test]
+fn an_h2_header_block_that_never_ends_is_closed() {
+    // The idle timeout is far away: only the header timeout can close this in time.
+    let gw = Gateway::start(&spinning_hostile(
+        "header_read_timeout = \"500ms\"\nidle_timeout = \"1h\"",
+        "",
+    ));
+    let headers = frame(HEADERS, 0, 1, &request_headers(0x82, "/h/ok"));
+    let mut stream = connect(gw.addr, &[PREFACE, &frame(SETTINGS, 0, 0, &[]), &headers].concat());
+    closed_by_server(&mut stream, "a HEADERS frame without END_HEADERS");
+    // The same, but the whole block arrives: served.
+    let headers = frame(HEADERS, END_HEADERS | 0x1, 1, &request_headers(0x82, "/h/ok"));
+    let mut stream = connect(gw.addr, &[PREFACE, &frame(SETTINGS, 0, 0, &[]), &headers].concat());
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut buf = [0u8; 4096];
+    let mut sent = Vec::new();
+    while !frame_types(&sent).contains(&HEADERS) {
+        let n = stream.read(&mut buf).expect("a response");
+        assert!(n > 0, "closed before answering");
+        sent.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn unanswered_h2_pings_close_the_connection() {
+    // A request stays in flight (its body never comes), so neither the idle timeout nor the
+    // body timeout can close the connection in time: only the PINGs can.
+    let gw = Gateway::start(&spinning_hostile(
+        "h2_keepalive_interval = \"300ms\"\nh2_keepalive_timeout = \"300ms\"\n\
+         idle_timeout = \"1h\"\nbody_read_timeout = \"1h\"",
+        "",
+    ));
+    let headers = frame(HEADERS, END_HEADERS, 1, &request_headers(0x83, "/h/ok"));
+    let mut stream = connect(gw.addr, &[PREFACE, &frame(SETTINGS, 0, 0, &[]), &headers].concat());
+    let sent = closed_by_server(&mut stream, "a peer that answers no PING");
+    let types = frame_types(&sent);
+    assert!(types.contains(&PING), "pinged before the close: {types:?}");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed() {
+    let gw = Gateway::start(&spinning_hostile(
+        "idle_timeout = \"500ms\"\nheader_read_timeout = \"1h\"",
+        "",
+    ));
+    let mut stream = connect(gw.addr, b"GET /h/ok HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let sent = closed_by_server(&mut stream, "an idle HTTP/1.1 connection");
+    assert!(sent.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&sent));
+}
+
+#[test]
+fn a_client_that_stops_reading_its_response_is_closed() {
+    let gw = Gateway::start(&spinning_hostile(
+        "idle_timeout = \"1s\"",
+        r#", response_body = "16MiB", memory = "64MiB""#,
+    ));
+    let size = 16 << 20;
+    let request = format!("GET /h/bytes?n={size} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut stream = connect(gw.addr, request.as_bytes());
+    // More than the socket buffers hold: the gateway's writes block while nobody reads.
+    std::thread::sleep(Duration::from_secs(5));
+    let received = closed_by_server(&mut stream, "a client that reads nothing");
+    assert!(received.len() < size, "cut off, not sent whole: {} bytes", received.len());
+    assert_eq!(get(gw.addr, "/h/ok").status, 200);
+}
