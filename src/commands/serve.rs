@@ -43,7 +43,7 @@ impl ServeCommand {
             let shutdown =
                 edgegate_host::shutdown_signal().context("installing signal handlers")?;
             // Before the gateway: its routes, workers and upstreams register their metrics.
-            edgegate_host::metrics::install().map_err(anyhow::Error::msg)?;
+            edgegate_host::metrics::install()?;
             let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN).await?;
             let server = Server::bind(gateway, listen, admin)
                 .await

@@ -72,6 +72,23 @@ fn config_errors_name_file_key_and_problem() {
     }
 }
 
+/// A configuration error that comes from another error prints that error's causes under it.
+#[test]
+fn config_errors_print_their_cause_chain() {
+    let (code, _, stderr) = check("[workers.w]\nmodule = \"missing.wasm\"\n");
+    assert_eq!(code, Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines[0].contains("workers.w.module: cannot read") && lines[0].contains("missing.wasm")
+    );
+    assert!(lines[1].contains("caused by: No such file or directory"), "{stderr}");
+    let (code, _, stderr) =
+        check(&format!("[workers.w]\nmodule = \"{}\"\n", edgegate_guests::WRONG_ABI));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.lines().next().unwrap_or_default().contains("cannot load"), "{stderr}");
+    assert!(stderr.contains("caused by: built for edgegate ABI v2"), "{stderr}");
+}
+
 #[test]
 fn serve_refuses_a_broken_config_with_exit_1() {
     let (_dir, path) = write_config("[server]\nlisten = \"nowhere\"\n");

@@ -46,19 +46,35 @@ pub(crate) struct ClientSettings<'a> {
     pub(crate) name: &'a str,
 }
 
+/// Why a pool could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClientError {
+    /// The `ca_file` cannot be read as PEM.
+    #[error("cannot read CA certificates from `{}`", path.display())]
+    ReadCa {
+        path: std::path::PathBuf,
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    /// The `ca_file` has no certificate rustls can use.
+    #[error("no CA certificate in `{}`", path.display())]
+    NoCa { path: std::path::PathBuf },
+    /// rustls refused the protocol versions.
+    #[error("TLS setup")]
+    Tls(#[source] rustls::Error),
+}
+
 /// A pool with these settings. Fails only on an unreadable or empty `ca_file`.
-pub(crate) fn build(settings: &ClientSettings<'_>) -> Result<HttpClient, String> {
+pub(crate) fn build(settings: &ClientSettings<'_>) -> Result<HttpClient, ClientError> {
     let mut roots = rustls::RootCertStore::empty();
     match settings.ca_file {
         Some(path) => {
             let certs = CertificateDer::pem_file_iter(path)
                 .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| {
-                    format!("cannot read CA certificates from `{}`: {e}", path.display())
-                })?;
+                .map_err(|source| ClientError::ReadCa { path: path.to_owned(), source })?;
             let (added, _) = roots.add_parsable_certificates(certs);
             if added == 0 {
-                return Err(format!("no CA certificate in `{}`", path.display()));
+                return Err(ClientError::NoCa { path: path.to_owned() });
             }
         }
         None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
@@ -66,7 +82,7 @@ pub(crate) fn build(settings: &ClientSettings<'_>) -> Result<HttpClient, String>
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
+        .map_err(ClientError::Tls)?
         .with_root_certificates(roots)
         .with_no_client_auth();
 

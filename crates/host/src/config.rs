@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use edgegate_runtime::Limits;
@@ -541,8 +542,11 @@ fn optional_duration<'de, D: serde::Deserializer<'de>>(
     duration(deserializer).map(Some)
 }
 
-/// A configuration error, naming where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A configuration error, naming where it is. When it comes from another error (a file that
+/// cannot be read, a key that does not parse), its message is that error's, and its
+/// [`source`](std::error::Error::source) is that error's cause, so `edgegate check` and the
+/// logs print the whole chain.
+#[derive(Debug, Clone)]
 pub struct ConfigError {
     /// The file, or a description like `<built-in demo>`.
     pub file: String,
@@ -552,6 +556,8 @@ pub struct ConfigError {
     pub message: String,
     /// 1-based line and column, when known.
     pub position: Option<(usize, usize)>,
+    /// The error this one reports, whose causes follow it in the chain.
+    error: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl fmt::Display for ConfigError {
@@ -568,15 +574,37 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.as_deref()?.source()
+    }
+}
 
 impl ConfigError {
+    /// A problem at `key`, told in `message`.
     pub(crate) fn at(file: &str, key: impl Into<String>, message: impl fmt::Display) -> Self {
         Self {
             file: file.to_owned(),
             key: Some(key.into()),
             message: message.to_string(),
             position: None,
+            error: None,
+        }
+    }
+
+    /// `error`, found at `key`: its text is the message, its causes follow.
+    pub(crate) fn caused(
+        file: &str,
+        key: impl Into<String>,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        let error: Arc<dyn std::error::Error + Send + Sync> = Arc::from(error.into());
+        Self {
+            file: file.to_owned(),
+            key: Some(key.into()),
+            message: error.to_string(),
+            position: None,
+            error: Some(error),
         }
     }
 
@@ -598,10 +626,21 @@ impl ConfigError {
                 message.push_str(": ");
             }
             message.push_str(&error.message);
+            let mut cause = std::error::Error::source(&error);
+            while let Some(error) = cause {
+                message.push_str(": ");
+                message.push_str(&error.to_string());
+                cause = error.source();
+            }
         }
-        Self { file: file.to_owned(), key: None, message, position: None }
+        Self { file: file.to_owned(), key: None, message, position: None, error: None }
     }
 }
+
+/// A configuration file that cannot be read: the I/O error is its cause.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read it")]
+struct Unreadable(#[source] std::io::Error);
 
 /// A parsed configuration and where it came from.
 #[derive(Debug, Clone)]
@@ -623,8 +662,9 @@ impl Loaded {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: origin.clone(),
             key: None,
-            message: format!("cannot read: {e}"),
+            message: "cannot read it".into(),
             position: None,
+            error: Some(Arc::new(Unreadable(e))),
         })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Self::from_text(&text, &origin, base_dir)
@@ -654,6 +694,7 @@ fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         key,
         message: e.message().trim_end().to_owned(),
         position: e.span().map(|span| line_column(text, span.start)),
+        error: None,
     };
     let deserializer = toml::de::Deserializer::parse(text).map_err(|e| error(None, &e))?;
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
@@ -740,8 +781,8 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
             }
         }
         for (i, origin) in worker.fetch.iter().enumerate() {
-            if let Err(message) = crate::fetch::Origin::parse(origin) {
-                return at(format!("workers.{name}.fetch[{i}]"), &message);
+            if let Err(error) = crate::fetch::Origin::parse(origin) {
+                return Err(ConfigError::caused(file, format!("workers.{name}.fetch[{i}]"), error));
             }
         }
         if let Some(jwt) = &worker.jwt {

@@ -2,15 +2,8 @@
 //! the error code in the body and the metric label, the log level, and whether a retry is
 //! safe to suggest.
 //!
-//! | source   | codes                                                                | status |
-//! |----------|----------------------------------------------------------------------|--------|
-//! | client   | `no_route`, `method_not_allowed`, `body_too_large`, `body_timeout`, `bad_request`, `invalid_host`, `invalid_path`, `too_many_headers` | 404 405 413 408 400 400 400 431 |
-//! | worker   | `worker_trap`, `stack_overflow`, `out_of_memory`, `abi_violation`, `invalid_response`, `response_too_large`, `worker_error`, `unknown_upstream`, `upstream_not_granted` | 500 |
-//! | worker   | `cpu_budget_exceeded`, `hostcall_budget_exceeded`, `worker_unavailable` | 503 |
-//! | worker   | `deadline_exceeded`                                                  | 504 |
-//! | upstream | `upstream_connect_failed`, `upstream_bad_response`                   | 502 |
-//! | upstream | `upstream_timeout`                                                   | 504 |
-//! | host     | `overloaded` (with `Retry-After`), `internal_error`                  | 503, 500 |
+//! Every code with its status and source is in the table of `docs/limits.md` ("Status codes
+//! at a glance"), which a test here checks against [`ErrorKind`].
 //!
 //! The body is always short JSON, `{"error":"<code>","request_id":"<id>"}`; the detail (a trap's
 //! backtrace, the guest's message) goes to the log only.
@@ -114,13 +107,21 @@ impl ErrorKind {
             Self::UpstreamConnect | Self::UpstreamBadResponse => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            // Every kind by name: a new one does not compile until it has its status.
             Self::Exec(kind) => match kind {
                 ExecErrorKind::CpuBudgetExceeded
                 | ExecErrorKind::HostcallBudgetExceeded
                 | ExecErrorKind::WorkerUnavailable
                 | ExecErrorKind::Capacity => StatusCode::SERVICE_UNAVAILABLE,
                 ExecErrorKind::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
+                ExecErrorKind::Trap
+                | ExecErrorKind::StackOverflow
+                | ExecErrorKind::OutOfMemory
+                | ExecErrorKind::AbiViolation
+                | ExecErrorKind::InvalidResponse
+                | ExecErrorKind::ResponseTooLarge
+                | ExecErrorKind::WorkerFailed
+                | ExecErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             },
         }
     }
@@ -209,6 +210,75 @@ impl From<ExecError> for RequestError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every kind once. A new kind needs an arm in `position`, and then this fails until it is
+    /// listed too.
+    fn every_kind() -> Vec<ErrorKind> {
+        use ErrorKind::*;
+        let mut kinds = vec![
+            NoRoute,
+            MethodNotAllowed(Vec::new()),
+            BodyTooLarge,
+            BodyTimeout,
+            BadRequest,
+            TooManyHeaders,
+            InvalidHost,
+            InvalidPath,
+            UnknownUpstream,
+            UpstreamNotGranted,
+            UpstreamConnect,
+            UpstreamBadResponse,
+            UpstreamTimeout,
+            Overloaded,
+        ];
+        kinds.extend(ExecErrorKind::ALL.map(Exec));
+        let position = |kind: &ErrorKind| match kind {
+            NoRoute => 0,
+            MethodNotAllowed(_) => 1,
+            BodyTooLarge => 2,
+            BodyTimeout => 3,
+            BadRequest => 4,
+            TooManyHeaders => 5,
+            InvalidHost => 6,
+            InvalidPath => 7,
+            UnknownUpstream => 8,
+            UpstreamNotGranted => 9,
+            UpstreamConnect => 10,
+            UpstreamBadResponse => 11,
+            UpstreamTimeout => 12,
+            Overloaded => 13,
+            Exec(_) => 14,
+        };
+        let mut seen: Vec<usize> = kinds.iter().map(position).collect();
+        seen.dedup();
+        assert_eq!(seen, (0..=14).collect::<Vec<_>>(), "every kind, in order");
+        kinds
+    }
+
+    /// The table users read (docs/limits.md) is the table the code has, both ways.
+    #[test]
+    fn every_kind_matches_the_status_table_in_the_docs() {
+        let doc = include_str!("../../../docs/limits.md");
+        let table = doc.split("## Status codes at a glance").nth(1).expect("the section");
+        let rows: Vec<(String, u16, String)> = table
+            .lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+                Some((code.to_owned(), cells.get(2)?.parse().ok()?, cells.get(3)?.to_string()))
+            })
+            .collect();
+        let kinds = every_kind();
+        for kind in &kinds {
+            let row = rows.iter().find(|(code, ..)| code == kind.code());
+            let (_, status, source) = row.unwrap_or_else(|| panic!("{kind:?}: no row"));
+            assert_eq!(*status, kind.status().as_u16(), "{kind:?}");
+            assert_eq!(source, kind.source().as_str(), "{kind:?}");
+        }
+        for (code, ..) in &rows {
+            assert!(kinds.iter().any(|k| k.code() == code), "`{code}` is in the docs only");
+        }
+    }
 
     #[test]
     fn the_design_table_holds() {

@@ -35,15 +35,29 @@ pub(crate) struct Origin {
     port: u16,
 }
 
+/// Why a `fetch` entry is not an origin.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OriginError {
+    /// Not a URL at all.
+    #[error("`{text}` is not a URL")]
+    NotUrl {
+        text: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// A URL, but with a path, userinfo or another scheme.
+    #[error("`{0}` must be an origin: http://host[:port] or https://host[:port]")]
+    NotOrigin(String),
+}
+
 impl Origin {
     /// Parses `http://host[:port]` or `https://…` (a trailing `/` allowed, nothing more).
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let uri: http::Uri = text.parse().map_err(|e| format!("`{text}` is not a URL: {e}"))?;
+    pub(crate) fn parse(text: &str) -> Result<Self, OriginError> {
+        let uri: http::Uri =
+            text.parse().map_err(|source| OriginError::NotUrl { text: text.into(), source })?;
         let path_ok = uri.path_and_query().is_none_or(|pq| pq.as_str() == "/");
         let origin = Self::of(&uri).filter(|_| path_ok && !text.contains('@'));
-        origin.ok_or_else(|| {
-            format!("`{text}` must be an origin: http://host[:port] or https://host[:port]")
-        })
+        origin.ok_or_else(|| OriginError::NotOrigin(text.into()))
     }
 
     /// The origin of an absolute `http`/`https` URI.
@@ -71,7 +85,7 @@ impl FetchPool {
     pub(crate) fn new(
         section: &crate::config::FetchSection,
         ca_file: Option<&std::path::Path>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, client::ClientError> {
         let client = client::build(&client::ClientSettings {
             connect_timeout: section.connect_timeout,
             idle_timeout: section.idle_timeout,

@@ -21,7 +21,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, ServerConfig, WorkerConfig};
-use crate::error::{ErrorKind, RequestError, Source, error_chain};
+use crate::error::{ErrorKind, RequestError, Source};
 use crate::fetch::{FetchPool, Origin, WorkerFetcher};
 use crate::kv::Mode as KvMode;
 use crate::metrics::{Level, Raised, RouteMetrics};
@@ -139,33 +139,28 @@ impl Gateway {
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
         let cache_on = cache.is_some();
         let runtime = Runtime::new(runtime_config(config), cache)
-            .map_err(|e| ConfigError::at(&loaded.origin, "runtime", format!("{e:#}")))?;
+            .map_err(|e| ConfigError::caused(&loaded.origin, "runtime", e))?;
         let mut background = Background::default();
 
         let mut upstreams = HashMap::new();
         for (name, upstream) in &config.upstreams {
             let at = |field: &str| format!("upstreams.{name}.{field}");
             let url: http::Uri = if upstream.url == DEMO_ORIGIN {
-                let (addr, task) = crate::demo_origin::start(name).await.map_err(|e| {
-                    ConfigError::at(
-                        &loaded.origin,
-                        at("url"),
-                        format!("starting the demo origin: {e}"),
-                    )
-                })?;
+                let (addr, task) = crate::demo_origin::start(name)
+                    .await
+                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), DemoOrigin(e)))?;
                 background.0.push(task);
-                format!("http://{addr}")
-                    .parse()
-                    .map_err(|e| ConfigError::at(&loaded.origin, at("url"), format!("{e}")))?
+                http::Uri::from_maybe_shared(format!("http://{addr}"))
+                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), e))?
             } else {
                 upstream
                     .url
                     .parse()
-                    .map_err(|e| ConfigError::at(&loaded.origin, at("url"), format!("{e}")))?
+                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), e))?
             };
             let ca_file = upstream.ca_file.as_deref().map(|p| loaded.resolve(p));
             let pool = Upstream::new(name, &url, upstream, ca_file.as_deref())
-                .map_err(|e| ConfigError::at(&loaded.origin, at("ca_file"), e))?;
+                .map_err(|e| ConfigError::caused(&loaded.origin, at("ca_file"), e))?;
             upstreams.insert(name.clone(), Arc::new(pool));
         }
 
@@ -173,7 +168,7 @@ impl Gateway {
         background.0.extend(kv.tasks);
         let fetch_ca = config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
         let fetch_pool = FetchPool::new(&config.fetch, fetch_ca.as_deref())
-            .map_err(|e| ConfigError::at(&loaded.origin, "fetch.ca_file", e))?;
+            .map_err(|e| ConfigError::caused(&loaded.origin, "fetch.ca_file", e))?;
 
         // Every worker is tried, so that one run names every module that does not load.
         let mut workers = BTreeMap::new();
@@ -182,7 +177,7 @@ impl Gateway {
             let key = format!("workers.{name}.module");
             let loading = async {
                 let wasm = read_module(loaded, &worker.module, builtins)
-                    .map_err(|message| ConfigError::at(&loaded.origin, &key, message))?;
+                    .map_err(|e| ConfigError::caused(&loaded.origin, &key, e))?;
                 let keys = match &worker.jwt {
                     Some(jwt) => {
                         let loaded_keys = crate::keyring::load(loaded, name, jwt).await?;
@@ -201,11 +196,12 @@ impl Gateway {
                         kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
                         fetcher: fetcher(worker, &upstreams, &fetch_pool),
                     })
-                    .map_err(|e| {
-                        ConfigError::at(
+                    .map_err(|source| {
+                        let module = worker.module.clone();
+                        ConfigError::caused(
                             &loaded.origin,
                             &key,
-                            format!("`{}`: {}", worker.module, error_chain(&e)),
+                            ModuleError::Load { module, source },
                         )
                     })
             };
@@ -541,11 +537,38 @@ fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
     }
 }
 
+/// Why a worker's module did not load.
+#[derive(Debug, thiserror::Error)]
+enum ModuleError {
+    /// `builtin:NAME` names no worker in the binary.
+    #[error("no built-in worker `{name}` (built in: {known})")]
+    NoBuiltin { name: String, known: String },
+    /// The file cannot be read.
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime refused the module.
+    #[error("cannot load `{module}`")]
+    Load {
+        module: String,
+        #[source]
+        source: edgegate_runtime::LoadError,
+    },
+}
+
+/// The demo origin's listener could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("starting the demo origin")]
+struct DemoOrigin(#[source] std::io::Error);
+
 fn read_module(
     loaded: &Loaded,
     module: &str,
     builtins: &[(&str, &[u8])],
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ModuleError> {
     if let Some(name) = module.strip_prefix(BUILTIN_PREFIX) {
         return builtins
             .iter()
@@ -553,11 +576,11 @@ fn read_module(
             .map(|(_, wasm)| wasm.to_vec())
             .ok_or_else(|| {
                 let names: Vec<&str> = builtins.iter().map(|(n, _)| *n).collect();
-                format!("no built-in worker `{name}` (built in: {})", names.join(", "))
+                ModuleError::NoBuiltin { name: name.into(), known: names.join(", ") }
             });
     }
     let path = loaded.resolve(module.as_ref());
-    std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+    std::fs::read(&path).map_err(|source| ModuleError::Read { path, source })
 }
 
 /// The values a worker reads with `config_get`: its `config` table, plus its token policy as

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use edgegate_runtime::Keys;
-use edgegate_runtime::keys::{Alg, Key, KeySet, parse_jwks};
+use edgegate_runtime::keys::{Alg, Key, KeyError, KeySet, parse_jwks};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use tokio::task::JoinHandle;
@@ -144,6 +144,27 @@ fn warn_duplicates(worker: &str, keys: &[Key]) {
     }
 }
 
+/// Why a key source that is not a URL gave no keys.
+#[derive(Debug, thiserror::Error)]
+enum SourceError {
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("is not UTF-8 text")]
+    NotUtf8(#[source] std::string::FromUtf8Error),
+    #[error("not JSON")]
+    NotJson(#[source] serde_json::Error),
+    #[error("environment variable `{0}` is not set")]
+    NoEnv(String),
+    #[error("needs `alg`")]
+    NoAlg,
+    #[error(transparent)]
+    Key(KeyError),
+}
+
 /// The keys of a source that is not a URL.
 fn fixed_keys(
     loaded: &Loaded,
@@ -152,26 +173,25 @@ fn fixed_keys(
 ) -> Result<Vec<Key>, ConfigError> {
     let alg = source.alg.as_deref().and_then(Alg::from_name);
     let kid = source.kid.clone();
-    let error = |field: &str, message: String| {
-        ConfigError::at(&loaded.origin, format!("{at}.{field}"), message)
+    let error = |field: &str, error: SourceError| {
+        ConfigError::caused(&loaded.origin, format!("{at}.{field}"), error)
     };
     let read = |field: &str, path: &std::path::Path| {
         let path = loaded.resolve(path);
-        std::fs::read(&path)
-            .map_err(|e| error(field, format!("cannot read `{}`: {e}", path.display())))
+        std::fs::read(&path).map_err(|source| error(field, SourceError::Read { path, source }))
     };
     let text = |field: &str, bytes: Vec<u8>| {
-        String::from_utf8(bytes).map_err(|_| error(field, "is not UTF-8 text".into()))
+        String::from_utf8(bytes).map_err(|e| error(field, SourceError::NotUtf8(e)))
     };
     // Validation made sure `alg` is set (and valid) where a source needs it.
-    let needs_alg = |field: &str| alg.ok_or_else(|| error(field, "needs `alg`".into()));
-    let key = |field: &str, result: Result<Key, edgegate_runtime::keys::KeyError>| {
-        result.map(|k| vec![k]).map_err(|e| error(field, e.to_string()))
+    let needs_alg = |field: &str| alg.ok_or_else(|| error(field, SourceError::NoAlg));
+    let key = |field: &str, result: Result<Key, KeyError>| {
+        result.map(|k| vec![k]).map_err(|e| error(field, SourceError::Key(e)))
     };
     if let Some(var) = &source.secret_env {
-        let secret = loaded.env_var(var).ok_or_else(|| {
-            error("secret_env", format!("environment variable `{var}` is not set"))
-        })?;
+        let secret = loaded
+            .env_var(var)
+            .ok_or_else(|| error("secret_env", SourceError::NoEnv(var.clone())))?;
         return key("secret_env", Key::hmac(needs_alg("alg")?, secret.as_bytes(), kid));
     }
     if let Some(path) = &source.secret_file {
@@ -193,7 +213,7 @@ fn fixed_keys(
     }
     let jwk = |field: &str, text: &str| {
         let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| error(field, format!("not JSON: {e}")))?;
+            serde_json::from_str(text).map_err(|e| error(field, SourceError::NotJson(e)))?;
         key(field, Key::from_jwk(&value, alg, kid.clone()))
     };
     if let Some(text) = &source.jwk {
@@ -204,7 +224,7 @@ fn fixed_keys(
     }
     if let Some(path) = &source.jwks_file {
         let text = text("jwks_file", read("jwks_file", path)?)?;
-        let parsed = parse_jwks(&text, alg).map_err(|e| error("jwks_file", e.to_string()))?;
+        let parsed = parse_jwks(&text, alg).map_err(|e| error("jwks_file", SourceError::Key(e)))?;
         for (kid, why) in &parsed.skipped {
             tracing::warn!(source = at, ?kid, "JWKS key skipped: {why}");
         }
@@ -223,6 +243,23 @@ struct Fetcher {
     max_refresh: Duration,
     max_stale: Duration,
     timeout: Duration,
+}
+
+/// Why a JWKS fetch brought no keys.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the request failed")]
+    Send(#[source] hyper_util::client::legacy::Error),
+    #[error("HTTP {0}")]
+    Status(StatusCode),
+    #[error("reading the body")]
+    Body(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("the body is not UTF-8")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    #[error(transparent)]
+    Keys(KeyError),
 }
 
 /// What a fetch brought.
@@ -254,11 +291,11 @@ impl Fetcher {
             ca_file: ca_file.as_deref(),
             name: "(jwks)",
         })
-        .map_err(|e| ConfigError::at(&loaded.origin, format!("{at}.ca_file"), e))?;
+        .map_err(|e| ConfigError::caused(&loaded.origin, format!("{at}.ca_file"), e))?;
         let min_refresh = source.min_refresh.unwrap_or(DEFAULT_MIN_REFRESH);
         Ok(Self {
-            url: url.parse().map_err(|e| {
-                ConfigError::at(&loaded.origin, format!("{at}.jwks_url"), format!("{e}"))
+            url: url.parse().map_err(|e: http::uri::InvalidUri| {
+                ConfigError::caused(&loaded.origin, format!("{at}.jwks_url"), e)
             })?,
             client,
             alg: source.alg.as_deref().and_then(Alg::from_name),
@@ -308,7 +345,7 @@ impl Fetcher {
             (s.etag.clone(), s.last_modified.clone())
         };
         let result = tokio::time::timeout(self.timeout, self.fetch(etag, last_modified)).await;
-        let result = result.unwrap_or_else(|_| Err(format!("no answer within {:?}", self.timeout)));
+        let result = result.unwrap_or(Err(FetchError::Timeout(self.timeout)));
         let mut s = sources.urls[slot].lock().unwrap_or_else(|p| p.into_inner());
         match result {
             Ok(Fetched::Keys { keys, ttl, etag, last_modified }) => {
@@ -332,7 +369,7 @@ impl Fetcher {
                 } else {
                     "no keys from it: tokens it signed get 503 until a fetch succeeds"
                 };
-                tracing::warn!(url = %self.url, "JWKS fetch failed ({e}); {state}");
+                tracing::warn!(url = %self.url, "JWKS fetch failed ({}); {state}", error_chain(&e));
                 false
             }
         }
@@ -342,7 +379,7 @@ impl Fetcher {
         &self,
         etag: Option<HeaderValue>,
         last_modified: Option<HeaderValue>,
-    ) -> Result<Fetched, String> {
+    ) -> Result<Fetched, FetchError> {
         let mut request = http::Request::new(Full::new(Bytes::new()));
         *request.uri_mut() = self.url.clone();
         let headers = request.headers_mut();
@@ -356,24 +393,24 @@ impl Fetcher {
         if let Some(date) = last_modified {
             headers.insert(header::IF_MODIFIED_SINCE, date);
         }
-        let response = self.client.request(request).await.map_err(|e| error_chain(&e))?;
+        let response = self.client.request(request).await.map_err(FetchError::Send)?;
         let ttl = self.ttl(response.headers());
         match response.status() {
             StatusCode::NOT_MODIFIED => return Ok(Fetched::NotModified { ttl }),
             StatusCode::OK => {}
-            other => return Err(format!("HTTP {other}")),
+            other => return Err(FetchError::Status(other)),
         }
         let etag = response.headers().get(header::ETAG).cloned();
         let last_modified = response.headers().get(header::LAST_MODIFIED).cloned();
         let body = Limited::new(response.into_body(), MAX_JWKS)
             .collect()
             .await
-            .map_err(|e| format!("reading the body: {e}"))?
+            .map_err(FetchError::Body)?
             .to_bytes();
-        let text = std::str::from_utf8(&body).map_err(|_| "the body is not UTF-8".to_string())?;
-        let parsed = parse_jwks(text, self.alg).map_err(|e| e.to_string())?;
+        let text = std::str::from_utf8(&body).map_err(FetchError::NotUtf8)?;
+        let parsed = parse_jwks(text, self.alg).map_err(FetchError::Keys)?;
         for (kid, why) in &parsed.skipped {
-            tracing::debug!(url = %self.url, ?kid, "JWKS key skipped: {why}");
+            tracing::warn!(url = %self.url, ?kid, "JWKS key skipped: {why}");
         }
         Ok(Fetched::Keys { keys: parsed.keys, ttl, etag, last_modified })
     }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgegate_kv::{
-    Backend, DiskFile, DiskStore, MemoryStore, Namespace, RedisSettings, RedisStore, SeedEntry,
-    Store, parse_seed,
+    Backend, DiskFile, DiskStore, KvError, MemoryStore, Namespace, RedisSettings, RedisStore,
+    SeedEntry, SeedError, Store, parse_seed,
 };
 use tokio::task::JoinHandle;
 
@@ -48,16 +48,16 @@ pub(crate) async fn open(loaded: &Loaded, mode: Mode) -> Result<Opened, ConfigEr
     let mut files: HashMap<PathBuf, DiskFile> = HashMap::new();
     let mut opened = Opened { namespaces: BTreeMap::new(), tasks: Vec::new() };
     for (name, config) in &loaded.config.kv {
-        let error = |field: &str, message: String| {
-            ConfigError::at(&loaded.origin, format!("kv.{name}.{field}"), message)
+        let error = |field: &str, error: SetupError| {
+            ConfigError::caused(&loaded.origin, format!("kv.{name}.{field}"), error)
         };
         let store = match config.backend {
             _ if mode == Mode::Check => {
                 if let Some(seed) = &config.seed {
-                    read_seed(loaded, seed).map_err(|m| error("seed", m))?;
+                    read_seed(loaded, seed).map_err(|e| error("seed", e))?;
                 }
                 if config.backend == KvBackend::Redis {
-                    redis_url(loaded, config).map_err(|m| error("url", m))?;
+                    redis_url(loaded, config).map_err(|e| error("url", e))?;
                 }
                 Store::Memory(Arc::new(MemoryStore::new(0)))
             }
@@ -79,22 +79,23 @@ pub(crate) async fn open(loaded: &Loaded, mode: Mode) -> Result<Opened, ConfigEr
                 let db = match files.get(&path) {
                     Some(db) => db.clone(),
                     None => {
-                        let db = DiskStore::open(&path)
-                            .map_err(|e| error("path", format!("`{}`: {e}", path.display())))?;
+                        let db = DiskStore::open(&path).map_err(|source| {
+                            error("path", SetupError::Open { path: path.clone(), source })
+                        })?;
                         files.insert(path.clone(), db.clone());
                         db
                     }
                 };
-                let store =
-                    DiskStore::namespace(db, name).map_err(|e| error("path", e.to_string()))?;
+                let store = DiskStore::namespace(db, name)
+                    .map_err(|e| error("path", SetupError::Store(e)))?;
                 Store::Disk(Arc::new(store))
             }
             KvBackend::Redis => {
-                Store::Redis(Arc::new(redis(loaded, name, config).map_err(|m| error("url", m))?))
+                Store::Redis(Arc::new(redis(loaded, name, config).map_err(|e| error("url", e))?))
             }
         };
         if let Some(seed) = config.seed.as_ref().filter(|_| mode == Mode::Serve) {
-            let count = write_seed(loaded, &store, seed).await.map_err(|m| error("seed", m))?;
+            let count = write_seed(loaded, &store, seed).await.map_err(|e| error("seed", e))?;
             tracing::info!(namespace = %name, backend = store.kind(), entries = count, "kv seeded");
         }
         opened.namespaces.insert(name.clone(), Namespace { name: name.as_str().into(), store });
@@ -102,15 +103,50 @@ pub(crate) async fn open(loaded: &Loaded, mode: Mode) -> Result<Opened, ConfigEr
     Ok(opened)
 }
 
-fn redis_url(loaded: &Loaded, config: &KvConfig) -> Result<String, String> {
+/// Why a namespace could not be opened or seeded.
+#[derive(Debug, thiserror::Error)]
+enum SetupError {
+    #[error("${0} is not set")]
+    NoEnv(String),
+    #[error("no url")]
+    NoUrl,
+    #[error("cannot open `{}`", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: KvError,
+    },
+    #[error(transparent)]
+    Store(KvError),
+    #[error("cannot read `{}`", path.display())]
+    ReadSeed {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{seed}` is not a seed file")]
+    ParseSeed {
+        seed: String,
+        #[source]
+        source: SeedError,
+    },
+    #[error("writing `{seed}`")]
+    WriteSeed {
+        seed: String,
+        #[source]
+        source: KvError,
+    },
+}
+
+fn redis_url(loaded: &Loaded, config: &KvConfig) -> Result<String, SetupError> {
     match (&config.url, &config.url_env) {
         (Some(url), _) => Ok(url.clone()),
-        (None, Some(var)) => loaded.env_var(var).ok_or_else(|| format!("${var} is not set")),
-        (None, None) => Err("no url".into()),
+        (None, Some(var)) => loaded.env_var(var).ok_or_else(|| SetupError::NoEnv(var.clone())),
+        (None, None) => Err(SetupError::NoUrl),
     }
 }
 
-fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, String> {
+fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, SetupError> {
     let url = redis_url(loaded, config)?;
     let prefix = config.key_prefix.clone().unwrap_or_else(|| format!("edgegate:{name}:"));
     RedisStore::new(RedisSettings {
@@ -118,21 +154,20 @@ fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, S
         timeout: config.timeout.unwrap_or(DEFAULT_REDIS_TIMEOUT),
         prefix: prefix.into_bytes(),
     })
-    .map_err(|e| e.to_string())
+    .map_err(SetupError::Store)
 }
 
-fn read_seed(loaded: &Loaded, seed: &str) -> Result<Vec<SeedEntry>, String> {
+fn read_seed(loaded: &Loaded, seed: &str) -> Result<Vec<SeedEntry>, SetupError> {
     let text = if seed == DEMO_KV_SEED {
         DEMO_SEED.to_owned()
     } else {
         let path = loaded.resolve(seed.as_ref());
-        std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?
+        std::fs::read_to_string(&path).map_err(|source| SetupError::ReadSeed { path, source })?
     };
-    parse_seed(&text).map_err(|e| format!("`{seed}`: {e}"))
+    parse_seed(&text).map_err(|source| SetupError::ParseSeed { seed: seed.into(), source })
 }
 
-async fn write_seed(loaded: &Loaded, store: &Store, seed: &str) -> Result<usize, String> {
+async fn write_seed(loaded: &Loaded, store: &Store, seed: &str) -> Result<usize, SetupError> {
     let entries = read_seed(loaded, seed)?;
     // Entries with the same TTL go in one batch call.
     let mut written = 0;
@@ -143,7 +178,7 @@ async fn write_seed(loaded: &Loaded, store: &Store, seed: &str) -> Result<usize,
             store
                 .put_many(&pairs, batch[0].ttl)
                 .await
-                .map_err(|e| format!("writing `{seed}`: {e}"))?;
+                .map_err(|source| SetupError::WriteSeed { seed: seed.into(), source })?;
             written += batch.len();
         }
     }

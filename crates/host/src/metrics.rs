@@ -29,17 +29,22 @@ const UPKEEP: Duration = Duration::from_secs(5);
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// The metrics recorder could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("installing the metrics recorder")]
+pub struct InstallError(#[source] metrics_exporter_prometheus::BuildError);
+
 /// Installs the process's recorder, describes the metrics and starts the upkeep task (which
 /// needs a tokio runtime). Later calls change nothing.
-pub fn install() -> Result<(), String> {
+pub fn install() -> Result<(), InstallError> {
     if HANDLE.get().is_some() {
         return Ok(());
     }
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS.bounds())
-        .map_err(|e| e.to_string())?
+        .map_err(InstallError)?
         .install_recorder()
-        .map_err(|e| format!("installing the metrics recorder: {e}"))?;
+        .map_err(InstallError)?;
     let upkeep = handle.clone();
     tokio::spawn(async move {
         loop {

@@ -26,7 +26,7 @@ use http::uri::{Authority, Scheme};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
-use crate::client::{self, HttpClient, SendFailure};
+use crate::client::{self, ClientError, HttpClient, SendFailure};
 use crate::config::UpstreamConfig;
 use crate::error::{ErrorKind, RequestError, error_chain};
 use crate::metrics::{Buckets, Level, Raised, SECONDS};
@@ -79,6 +79,17 @@ pub struct ConnInfo {
     pub tls: bool,
 }
 
+/// Why an upstream could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UpstreamError {
+    /// Its URL names no host.
+    #[error("`{0}` names no host")]
+    NoHost(String),
+    /// Its pool could not be built.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
 /// A configured upstream and its connection pool.
 pub(crate) struct Upstream {
     name: Arc<str>,
@@ -102,13 +113,13 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
-    /// An upstream at `url` (already validated), with a pool set up from `config`.
+    /// An upstream at `url`, with a pool set up from `config`.
     pub(crate) fn new(
         name: &str,
         url: &http::Uri,
         config: &UpstreamConfig,
         ca_file: Option<&std::path::Path>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, UpstreamError> {
         let client = client::build(&client::ClientSettings {
             connect_timeout: config.connect_timeout,
             idle_timeout: config.idle_timeout,
@@ -119,7 +130,10 @@ impl Upstream {
         Ok(Self {
             name: name.into(),
             scheme: url.scheme().cloned().unwrap_or(Scheme::HTTP),
-            authority: url.authority().cloned().ok_or("no authority")?,
+            authority: url
+                .authority()
+                .cloned()
+                .ok_or_else(|| UpstreamError::NoHost(url.to_string()))?,
             client,
             first_byte_timeout: config.first_byte_timeout,
             idle_timeout: config.idle_timeout,

@@ -104,8 +104,10 @@ impl std::error::Error for ExecError {}
 
 /// The kinds of request failure. All are the worker's doing except [`ExecErrorKind::Capacity`]
 /// and [`ExecErrorKind::Internal`], which are the host's.
+///
+/// Not `#[non_exhaustive]`, on purpose: the host maps every kind to a status with an
+/// exhaustive `match`, so a new kind cannot quietly become a 500.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ExecErrorKind {
     /// The guest trapped (`unreachable`, a panic, an out-of-bounds access, …).
     Trap,
@@ -138,6 +140,23 @@ pub enum ExecErrorKind {
 }
 
 impl ExecErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 13] = [
+        Self::Trap,
+        Self::StackOverflow,
+        Self::OutOfMemory,
+        Self::CpuBudgetExceeded,
+        Self::DeadlineExceeded,
+        Self::HostcallBudgetExceeded,
+        Self::AbiViolation,
+        Self::InvalidResponse,
+        Self::ResponseTooLarge,
+        Self::WorkerFailed,
+        Self::WorkerUnavailable,
+        Self::Capacity,
+        Self::Internal,
+    ];
+
     /// The stable code used in error bodies, logs and metric labels.
     pub fn code(self) -> &'static str {
         match self {
@@ -159,6 +178,47 @@ impl ExecErrorKind {
 
     /// Whether the host, not the worker, is the source of this failure.
     pub fn is_host(self) -> bool {
-        matches!(self, Self::Capacity | Self::Internal)
+        match self {
+            Self::Capacity | Self::Internal => true,
+            Self::Trap
+            | Self::StackOverflow
+            | Self::OutOfMemory
+            | Self::CpuBudgetExceeded
+            | Self::DeadlineExceeded
+            | Self::HostcallBudgetExceeded
+            | Self::AbiViolation
+            | Self::InvalidResponse
+            | Self::ResponseTooLarge
+            | Self::WorkerFailed
+            | Self::WorkerUnavailable => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExecErrorKind;
+
+    /// [`ExecErrorKind::ALL`] lists every kind once: a new kind needs an arm here, and then
+    /// this fails until `ALL` has it too.
+    #[test]
+    fn all_lists_every_kind() {
+        let position = |kind: ExecErrorKind| match kind {
+            ExecErrorKind::Trap => 0,
+            ExecErrorKind::StackOverflow => 1,
+            ExecErrorKind::OutOfMemory => 2,
+            ExecErrorKind::CpuBudgetExceeded => 3,
+            ExecErrorKind::DeadlineExceeded => 4,
+            ExecErrorKind::HostcallBudgetExceeded => 5,
+            ExecErrorKind::AbiViolation => 6,
+            ExecErrorKind::InvalidResponse => 7,
+            ExecErrorKind::ResponseTooLarge => 8,
+            ExecErrorKind::WorkerFailed => 9,
+            ExecErrorKind::WorkerUnavailable => 10,
+            ExecErrorKind::Capacity => 11,
+            ExecErrorKind::Internal => 12,
+        };
+        let positions: Vec<usize> = ExecErrorKind::ALL.into_iter().map(position).collect();
+        assert_eq!(positions, (0..ExecErrorKind::ALL.len()).collect::<Vec<_>>());
     }
 }

@@ -82,7 +82,7 @@ impl ModuleCache {
         let rejected = match fs::read(&path) {
             Ok(entry) => match load_entry(engine, &entry, &wasm_hash) {
                 Ok(module) => return Ok((module, CacheOutcome::Hit)),
-                Err(reason) => Some(reason),
+                Err(reason) => Some(reason.to_string()),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => Some(format!("unreadable: {e}")),
@@ -106,25 +106,40 @@ impl ModuleCache {
     }
 }
 
-fn load_entry(engine: &Engine, entry: &[u8], wasm_hash: &[u8; 32]) -> Result<Module, String> {
+/// Why a cache entry was not loaded.
+#[derive(Debug, thiserror::Error)]
+enum Rejection {
+    #[error("truncated header")]
+    Truncated,
+    #[error("not an edgegate cache entry")]
+    NotAnEntry,
+    #[error("written for another module")]
+    OtherModule,
+    #[error("checksum mismatch")]
+    Checksum,
+    #[error("refused by wasmtime: {0}")]
+    Refused(wasmtime::Error),
+}
+
+fn load_entry(engine: &Engine, entry: &[u8], wasm_hash: &[u8; 32]) -> Result<Module, Rejection> {
     let Some((header, payload)) = entry.split_at_checked(HEADER_LEN) else {
-        return Err("truncated header".into());
+        return Err(Rejection::Truncated);
     };
     if &header[..16] != MAGIC {
-        return Err("not an edgegate cache entry".into());
+        return Err(Rejection::NotAnEntry);
     }
     if &header[16..48] != wasm_hash {
-        return Err("written for another module".into());
+        return Err(Rejection::OtherModule);
     }
     if header[48..80] != sha256(payload) {
-        return Err("checksum mismatch".into());
+        return Err(Rejection::Checksum);
     }
     // SAFETY: `Module::deserialize` runs the payload's machine code later, so it must be a
     // `Module::serialize` output of a compatible engine. The payload's checksum matches the one
     // this cache wrote next to it, for this very module; the directory is private to the
     // gateway's user (see the module docs); and Wasmtime itself refuses payloads from another
     // version or configuration.
-    unsafe { Module::deserialize(engine, payload) }.map_err(|e| format!("refused by wasmtime: {e}"))
+    unsafe { Module::deserialize(engine, payload) }.map_err(Rejection::Refused)
 }
 
 fn store_entry(path: &Path, module: &Module, wasm_hash: &[u8; 32]) -> anyhow::Result<()> {

@@ -227,9 +227,9 @@ async fn module_errors_name_the_worker_key() {
     assert!(e.message.contains("cannot read"), "{e}");
     let e = build(edgegate_guests::WRONG_ABI).await;
     assert_eq!(e.key.as_deref(), Some("workers.w.module"));
-    assert!(e.message.contains("ABI v2"), "{e}");
+    assert!(crate::error::error_chain(&e).contains("ABI v2"), "{e}");
     let e = build("builtin:nope").await;
     assert!(e.message.contains("echo-json"), "lists what is built in: {e}");
     let e = build(edgegate_guests::UNKNOWN_IMPORT).await;
-    assert!(e.message.contains("teleport"), "names the import: {e}");
+    assert!(crate::error::error_chain(&e).contains("teleport"), "names the import: {e}");
 }
