@@ -227,3 +227,35 @@ fn check_reports_a_key_that_cannot_load() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_jwks_default_alg_does_not_hide_a_curve_key_and_a_key_without_one_is_named() {
+    let origin = Origin::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{}", origin.addr);
+    let config = auth_config(dir.path(), &url, &url);
+    // auth_config's set: a P-256 key without `alg`. Beside it, an RSA key without one.
+    let mut rsa = Signer::rs256().jwk(Some("rsa2"));
+    rsa.as_object_mut().unwrap().remove("alg");
+    let set = serde_json::json!({"keys": [Signer::es256().jwk(Some("ec")), rsa]});
+    std::fs::write(dir.path().join("jwks.json"), set.to_string()).unwrap();
+
+    let with_default = config.replace("jwks_file = ", "alg = \"RS256\"\n        jwks_file = ");
+    let gw = Gateway::start(&with_default);
+    for (signer, kid) in [(Signer::es256(), "ec"), (Signer::rs256(), "rsa2")] {
+        let reply = bearer(gw.addr, "/x", &signer.token(Some(kid), &claims("service-a")));
+        assert_eq!(reply.status, 200, "{kid}: {}", reply.text());
+    }
+
+    let (_dir, path) = write_config(&config);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("jwks_file") && stderr.contains("key `rsa2`") && stderr.contains("`alg`"),
+        "{stderr}"
+    );
+}

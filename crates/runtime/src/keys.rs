@@ -36,7 +36,7 @@ pub enum KeyError {
     #[error("unsupported key: {0}")]
     Unsupported(String),
     /// An RSA or HMAC key needs its algorithm stated: the token must not pick it.
-    #[error("a {0} key needs an explicit `alg` (the token must not choose it)")]
+    #[error("{0} keys need an explicit `alg` (the token must not choose it)")]
     AlgRequired(&'static str),
     /// The JWK names another algorithm than the configuration.
     #[error("the key says `alg` {found} but the configuration says {configured}")]
@@ -49,6 +49,23 @@ pub enum KeyError {
     /// The key is for something else than signatures (`use` other than `sig`).
     #[error("the key's `use` is `{0}`, not `sig`")]
     NotForSignatures(String),
+    /// The key's type cannot verify the algorithm it was given.
+    #[error("{key} cannot verify {alg}")]
+    AlgMismatch {
+        /// What the key is (`an RSA key`).
+        key: &'static str,
+        /// The algorithm.
+        alg: Alg,
+    },
+    /// A key of a JWK Set that the configuration does not say how to use: the whole set is
+    /// refused rather than this key skipped, which would fail its tokens with `unknown_kid`.
+    #[error("key {key}: {error}")]
+    InSet {
+        /// Its `kid`, or its place in the set (`#2`).
+        key: String,
+        /// Why it cannot be used.
+        error: Box<KeyError>,
+    },
     /// The material does not fit the algorithm.
     #[error("{0}")]
     BadKey(String),
@@ -179,14 +196,19 @@ impl Key {
         Self::checked(kid, alg, material)
     }
 
-    /// A key from a JWK (RFC 7517). Its algorithm is the JWK's `alg`, else `configured`; EC
-    /// P-256 and Ed25519 keys imply theirs. A JWK whose `alg` differs from `configured` is
-    /// refused. Private members, if any, are ignored.
+    /// A key from a JWK (RFC 7517). Its algorithm is the JWK's `alg`, else `configured`, else
+    /// the only one its curve has (`ES256` for P-256, `EdDSA` for Ed25519). A JWK whose `alg`
+    /// differs from `configured` is refused, and so is a `configured` algorithm the key cannot
+    /// verify. Private members, if any, are ignored.
     pub fn from_jwk(
         jwk: &serde_json::Value,
         configured: Option<Alg>,
         kid: Option<String>,
     ) -> Result<Self, KeyError> {
+        Self::jwk(jwk, AlgRule::Configured(configured), kid)
+    }
+
+    fn jwk(jwk: &serde_json::Value, rule: AlgRule, kid: Option<String>) -> Result<Self, KeyError> {
         let text = |name: &'static str| -> Result<Option<&str>, KeyError> {
             match jwk.get(name) {
                 None => Ok(None),
@@ -210,15 +232,22 @@ impl Key {
                     .ok_or_else(|| KeyError::Unsupported(format!("algorithm `{name}`")))?,
             ),
         };
-        let alg = match (jwk_alg, configured) {
-            (Some(found), Some(configured)) if found != configured => {
-                return Err(KeyError::AlgConflict { found: found.name().into(), configured });
-            }
-            (found, configured) => found.or(configured),
-        };
         let kid = kid.or(text("kid")?.map(String::from));
         let kty = text("kty")?.ok_or(KeyError::BadMember("kty"))?;
-        match (kty, text("crv")?) {
+        let crv = text("crv")?;
+        let curve_alg = match (kty, crv) {
+            ("EC", Some("P-256")) => Some(Alg::Es256),
+            ("OKP", Some("Ed25519")) => Some(Alg::EdDsa),
+            _ => None,
+        };
+        let alg = match (rule, jwk_alg) {
+            (AlgRule::Configured(Some(configured)), Some(found)) if found != configured => {
+                return Err(KeyError::AlgConflict { found: found.name().into(), configured });
+            }
+            (AlgRule::Configured(configured), _) => jwk_alg.or(configured).or(curve_alg),
+            (AlgRule::SetDefault(default), _) => jwk_alg.or(curve_alg).or(default),
+        };
+        match (kty, crv) {
             ("oct", _) => {
                 let alg = alg.ok_or(KeyError::AlgRequired("oct"))?;
                 Self::hmac(alg, &bytes("k")?, kid)
@@ -258,13 +287,13 @@ impl Key {
                 | (Material::Ed25519(_), Alg::EdDsa)
         );
         if !fits {
-            let kind = match material {
+            let key = match material {
                 Material::Hmac(_) => "an HMAC secret",
                 Material::Rsa(_) => "an RSA key",
                 Material::P256(_) => "a P-256 key",
                 Material::Ed25519(_) => "an Ed25519 key",
             };
-            return Err(KeyError::BadKey(format!("{kind} cannot verify {alg}")));
+            return Err(KeyError::AlgMismatch { key, alg });
         }
         if kid.as_ref().is_some_and(|k| k.len() > MAX_KID_LEN) {
             return Err(KeyError::BadKey(format!("a kid longer than {MAX_KID_LEN} bytes")));
@@ -322,19 +351,37 @@ fn rsa_pkcs1(der: &[u8]) -> Result<Material, KeyError> {
     rsa_components(key.modulus.as_bytes(), key.public_exponent.as_bytes())
 }
 
+/// Where a JWK's algorithm may come from besides its own `alg`.
+#[derive(Debug, Clone, Copy)]
+enum AlgRule {
+    /// A single configured key: the configuration's algorithm is the key's, and must agree
+    /// with the JWK's.
+    Configured(Option<Alg>),
+    /// A key of a set: the configuration's algorithm is a default for keys whose type has more
+    /// than one (RSA, HMAC); a curve with one algorithm uses it.
+    SetDefault(Option<Alg>),
+}
+
 /// Keys, some of which may be skipped, from a JWK Set.
 #[derive(Debug)]
 pub struct ParsedJwks {
     /// The usable keys.
     pub keys: Vec<Key>,
-    /// Keys left out, and why (encryption keys and unsupported types are common in an
-    /// identity provider's set).
+    /// Keys left out, and why: keys for encryption, and types, curves, algorithms or material
+    /// this gateway does not verify (common in an identity provider's set).
     pub skipped: Vec<(Option<String>, KeyError)>,
 }
 
-/// Parses a JWK Set (`{"keys":[…]}`). Unusable keys are skipped and reported, not fatal; a set
-/// with no usable key at all is an error.
-pub fn parse_jwks(text: &str, configured: Option<Alg>) -> Result<ParsedJwks, KeyError> {
+/// Parses a JWK Set (`{"keys":[…]}`). `default` is the algorithm for keys whose JWK names
+/// none and whose type has more than one (RSA, HMAC); a P-256 or Ed25519 key without `alg`
+/// uses its curve's one.
+///
+/// Keys this gateway cannot use are skipped and reported: encryption keys and unsupported
+/// types, curves, algorithms or material. A key it could use but is not told how (an RSA or
+/// HMAC key without `alg` and no `default`, or a `default` the key cannot verify) refuses the
+/// whole set with [`KeyError::InSet`]: skipping it would turn its tokens into `unknown_kid`.
+/// A set with no usable key at all is an error too.
+pub fn parse_jwks(text: &str, default: Option<Alg>) -> Result<ParsedJwks, KeyError> {
     let doc: serde_json::Value =
         serde_json::from_str(text).map_err(|e| KeyError::NotJwk(e.to_string()))?;
     let list = doc
@@ -342,13 +389,19 @@ pub fn parse_jwks(text: &str, configured: Option<Alg>) -> Result<ParsedJwks, Key
         .and_then(|k| k.as_array())
         .ok_or_else(|| KeyError::NotJwk("no `keys` array".into()))?;
     let mut parsed = ParsedJwks { keys: Vec::new(), skipped: Vec::new() };
-    for jwk in list {
-        match Key::from_jwk(jwk, configured, None) {
+    for (index, jwk) in list.iter().enumerate() {
+        let kid = jwk.get("kid").and_then(|k| k.as_str()).map(String::from);
+        match Key::jwk(jwk, AlgRule::SetDefault(default), None) {
             Ok(key) => parsed.keys.push(key),
-            Err(e) => {
-                let kid = jwk.get("kid").and_then(|k| k.as_str()).map(String::from);
-                parsed.skipped.push((kid, e));
+            // The configuration's doing: no algorithm for the key, or a default it cannot use.
+            // (A JWK whose own `alg` does not fit it is the set's doing, and skipped.)
+            Err(error @ KeyError::AlgRequired(_)) | Err(error @ KeyError::AlgMismatch { .. })
+                if jwk.get("alg").is_none() =>
+            {
+                let key = kid.map_or_else(|| format!("#{index}"), |kid| format!("`{kid}`"));
+                return Err(KeyError::InSet { key, error: Box::new(error) });
             }
+            Err(error) => parsed.skipped.push((kid, error)),
         }
     }
     if parsed.keys.is_empty() {

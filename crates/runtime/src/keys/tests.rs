@@ -152,6 +152,58 @@ fn a_jwks_keeps_usable_keys_and_reports_the_rest() {
 }
 
 #[test]
+fn a_set_default_is_for_keys_without_one_and_a_curve_keeps_its_own() {
+    let jwk = |name: &str, kid: &str| {
+        let mut jwk = vectors().into_iter().find(|v| v["name"] == name).unwrap()["jwk"].clone();
+        jwk.as_object_mut().unwrap().remove("alg");
+        jwk["kid"] = kid.into();
+        jwk
+    };
+    let (ec, rsa) = (jwk("rfc7515-a3-es256", "ec"), jwk("rfc7515-a2-rs256", "rsa"));
+    let set = |keys: &[&serde_json::Value]| serde_json::json!({ "keys": keys }).to_string();
+
+    // The outside test's case: a P-256 key without `alg` beside a default of RS256.
+    let parsed = parse_jwks(&set(&[&ec, &rsa]), Some(Alg::Rs256)).unwrap();
+    let algs: Vec<(Option<&str>, Alg)> = parsed.keys.iter().map(|k| (k.kid(), k.alg())).collect();
+    assert_eq!(algs, [(Some("ec"), Alg::Es256), (Some("rsa"), Alg::Rs256)]);
+    assert!(parsed.skipped.is_empty());
+
+    // A key the configuration does not say how to use refuses the set, naming the key.
+    let refused = parse_jwks(&set(&[&ec, &rsa]), None).unwrap_err();
+    assert_eq!(
+        refused,
+        KeyError::InSet { key: "`rsa`".into(), error: Box::new(KeyError::AlgRequired("RSA")) }
+    );
+    assert!(refused.to_string().contains("`rsa`"), "{refused}");
+    let mut unnamed = rsa.clone();
+    unnamed.as_object_mut().unwrap().remove("kid");
+    let refused = parse_jwks(&set(&[&ec, &unnamed]), Some(Alg::Es256)).unwrap_err();
+    assert!(
+        matches!(&refused, KeyError::InSet { key, error }
+            if key == "#1" && matches!(**error, KeyError::AlgMismatch { alg: Alg::Es256, .. })),
+        "{refused:?}"
+    );
+
+    // A key's own `alg` wins over the default; one that does not fit the key is the set's
+    // fault, and that key alone is skipped.
+    let mut own = rsa.clone();
+    own["alg"] = "PS256".into();
+    let mut wrong = ec.clone();
+    wrong["alg"] = "RS256".into();
+    wrong["kid"] = "wrong".into();
+    let parsed = parse_jwks(&set(&[&own, &wrong, &ec]), Some(Alg::Rs256)).unwrap();
+    assert_eq!(parsed.keys.iter().map(Key::alg).collect::<Vec<_>>(), [Alg::Ps256, Alg::Es256]);
+    assert_eq!(parsed.skipped.len(), 1);
+    assert_eq!(parsed.skipped[0].0.as_deref(), Some("wrong"));
+
+    // A single configured JWK keeps its rule: the configuration names the key's algorithm.
+    assert!(matches!(
+        Key::from_jwk(&ec, Some(Alg::Rs256), None),
+        Err(KeyError::AlgMismatch { alg: Alg::Rs256, .. })
+    ));
+}
+
+#[test]
 fn lookup_is_by_exact_kid_and_the_key_decides_the_algorithm() {
     let hmac = |kid: &str| Key::hmac(Alg::Hs256, &[9; 32], Some(kid.into())).unwrap();
     let set = KeySet::new(vec![hmac("a"), hmac("b")]);
