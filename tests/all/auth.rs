@@ -3,7 +3,8 @@
 
 use edgegate_testkit::{HMAC_SECRET, Signer, now};
 
-use crate::support::{Gateway, Origin, Reply, http, runtime_section, write_config};
+use crate::cli::check_exact;
+use crate::support::{Gateway, Origin, Reply, http, runtime_section};
 
 fn bearer(addr: std::net::SocketAddr, path: &str, token: &str) -> Reply {
     http(addr, "GET", path, &[("Authorization", &format!("Bearer {token}"))], b"")
@@ -214,13 +215,8 @@ fn check_reports_a_key_that_cannot_load() {
     let dir = tempfile::tempdir().unwrap();
     let config = auth_config(dir.path(), "http://127.0.0.1:1", "http://127.0.0.1:1")
         .replace("secret_file = ", "secret_env = \"EDGEGATE_TEST_NO_SUCH_VAR\"\n        # ");
-    let (_dir, path) = write_config(&config);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
-        .args(["check", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (code, _, stderr) = check_exact(&config);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("workers.auth.jwt.keys[0].secret_env")
             && stderr.contains("EDGEGATE_TEST_NO_SUCH_VAR"),
@@ -247,13 +243,8 @@ fn a_jwks_default_alg_does_not_hide_a_curve_key_and_a_key_without_one_is_named()
         assert_eq!(reply.status, 200, "{kid}: {}", reply.text());
     }
 
-    let (_dir, path) = write_config(&config);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
-        .args(["check", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (code, _, stderr) = check_exact(&config);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("jwks_file") && stderr.contains("key `rsa2`") && stderr.contains("`alg`"),
         "{stderr}"

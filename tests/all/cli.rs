@@ -13,8 +13,14 @@ pub fn edgegate(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `edgegate check` of `config` with the shared test cache: exit code, stdout, stderr.
 pub fn check(config: &str) -> (Option<i32>, String, String) {
-    let (_dir, path) = write_config(&format!("{}\n{config}", runtime_section()));
+    check_exact(&format!("{}\n{config}", runtime_section()))
+}
+
+/// `edgegate check` of `config` as it is.
+pub fn check_exact(config: &str) -> (Option<i32>, String, String) {
+    let (_dir, path) = write_config(config);
     let out = edgegate(&["check", "--config", path.to_str().unwrap()]);
     (
         out.status.code(),

@@ -410,21 +410,19 @@ impl Watchdog {
         if state.phase() == Phase::H2 {
             next = next.min(now + self.timeouts.header_read);
         }
-        let block = state.header_block.load(Ordering::Relaxed);
-        if block != 0 {
-            let deadline = state.at(block - 1) + self.timeouts.header_read;
-            if now >= deadline {
-                return Verdict::Due(Action::Close("header_timeout"));
+        // An h2 header block left open; a client that takes no byte of its response, which
+        // holds the connection (and maybe an upstream's) for nothing.
+        for (since, timeout, reason) in [
+            (&state.header_block, self.timeouts.header_read, "header_timeout"),
+            (&state.write_blocked, self.timeouts.idle, "write_stalled"),
+        ] {
+            let since = since.load(Ordering::Relaxed);
+            if since == 0 {
+                continue;
             }
-            next = next.min(deadline);
-        }
-        // A client that takes no byte of its response for an idle period holds the
-        // connection (and maybe an upstream's) for nothing.
-        let blocked = state.write_blocked.load(Ordering::Relaxed);
-        if blocked != 0 {
-            let deadline = state.at(blocked - 1) + self.timeouts.idle;
+            let deadline = state.at(since - 1) + timeout;
             if now >= deadline {
-                return Verdict::Due(Action::Close("write_stalled"));
+                return Verdict::Due(Action::Close(reason));
             }
             next = next.min(deadline);
         }
