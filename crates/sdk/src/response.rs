@@ -14,6 +14,10 @@ pub struct Response {
 impl Response {
     /// Starts a response with `status`; add headers, then finish with
     /// [`ResponseBuilder::body`].
+    ///
+    /// The gateway serves statuses 200 to 599, and no header that belongs to the connection
+    /// or the framing (`connection`, `transfer-encoding`, `upgrade`, a `content-length` other
+    /// than the body's, …): anything else answers `500 invalid_response` (docs/abi.md).
     pub fn builder(status: u16) -> ResponseBuilder {
         ResponseBuilder { writer: ResponseWriter::with_capacity(status, 64) }
     }
