@@ -119,14 +119,15 @@ fn is_normal(path: &[u8], rules: &PathRules) -> bool {
     true
 }
 
-/// Decodes unreserved escapes, upper-cases the others, and applies `escaped_slashes`.
+/// Decodes unreserved escapes, upper-cases the others, and applies `escaped_slashes`. Only
+/// ASCII is ever written in place of an escape, so UTF-8 in `path` stays UTF-8.
 fn decode(path: &[u8], slashes: EscapedSlashes) -> Result<String, PathError> {
-    let mut out = String::with_capacity(path.len());
+    let mut out = Vec::with_capacity(path.len());
     let mut i = 0;
     while i < path.len() {
         let byte = path[i];
         if byte != b'%' {
-            out.push(char::from(byte));
+            out.push(byte);
             i += 1;
             continue;
         }
@@ -137,7 +138,7 @@ fn decode(path: &[u8], slashes: EscapedSlashes) -> Result<String, PathError> {
         };
         let decoded = high << 4 | low;
         if decoded.is_ascii_alphanumeric() || b"-._~".contains(&decoded) {
-            out.push(char::from(decoded));
+            out.push(decoded);
         } else if decoded == b'/' || decoded == b'\\' {
             match slashes {
                 EscapedSlashes::Reject => return Err(PathError::EscapedSlash),
@@ -148,18 +149,17 @@ fn decode(path: &[u8], slashes: EscapedSlashes) -> Result<String, PathError> {
         }
         i += 3;
     }
-    Ok(out)
+    // Cannot fail: ASCII replaced ASCII. Refusing the path is the answer if it ever did.
+    String::from_utf8(out).map_err(|_| PathError::BadEscape)
 }
 
 fn hex_digit(byte: &u8) -> Option<u8> {
     char::from(*byte).to_digit(16).map(|d| d as u8)
 }
 
-fn push_escape(out: &mut String, byte: u8) {
+fn push_escape(out: &mut Vec<u8>, byte: u8) {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    out.push('%');
-    out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-    out.push(char::from(DIGITS[usize::from(byte & 15)]));
+    out.extend_from_slice(&[b'%', DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 15)]]);
 }
 
 #[cfg(test)]
@@ -224,6 +224,12 @@ mod tests {
         for bad in ["/a%", "/a%2", "/a%zz", "/%g0"] {
             assert_eq!(norm(bad, &DEFAULT), Err(PathError::BadEscape), "{bad}");
         }
+    }
+
+    #[test]
+    fn utf_8_in_a_path_survives() {
+        assert_eq!(norm("/caf\u{e9}/./%41", &DEFAULT).unwrap(), "/caf\u{e9}/A");
+        assert_eq!(norm("/\u{1f600}/../x%2e", &DEFAULT).unwrap(), "/x.");
     }
 
     #[test]
@@ -316,7 +322,7 @@ mod tests {
                 prop_oneof![
                     Just("/"), Just("a"), Just("b"), Just("."), Just(".."), Just("%2e"),
                     Just("%2E"), Just("%2f"), Just("%5C"), Just("%41"), Just("%7e"), Just("%20"),
-                    Just("%"), Just("%z"), Just("~"), Just("-"),
+                    Just("%"), Just("%z"), Just("~"), Just("-"), Just("\u{e9}"),
                 ],
                 0..14,
             ),
