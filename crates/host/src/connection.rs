@@ -428,6 +428,9 @@ impl Watchdog {
         }
         if state.in_flight.load(Ordering::Relaxed) == 0 {
             match self.shut_down_at {
+                // Output still waiting for the socket (the tail of the last response) is
+                // bounded by the write-stall rule, not cut by the backstop.
+                Some(_) if state.write_blocked.load(Ordering::Relaxed) != 0 => {}
                 Some(at) if now >= at + GRACE => {
                     return Verdict::Due(Action::Close("idle_timeout"));
                 }
@@ -544,6 +547,11 @@ mod tests {
             Verdict::Due(Action::Shutdown("idle_timeout"))
         ));
         let later = idle + Duration::from_secs(60) + GRACE;
+        // The socket refused the tail of the last response 30 s before: it is going out.
+        let refused = later - Duration::from_secs(30) - state.accepted;
+        state.write_blocked.store(refused.as_nanos() as u64 + 1, Ordering::Relaxed);
+        assert!(matches!(dog.verdict(later), Verdict::Wait(_)), "the tail is still going out");
+        state.wrote(&Poll::Ready(Ok(1usize)));
         assert!(matches!(dog.verdict(later), Verdict::Due(Action::Close("idle_timeout"))));
     }
 
