@@ -395,20 +395,20 @@ impl Watchdog {
 
     fn verdict(&mut self, now: Instant) -> Verdict {
         let state = &self.state;
+        // Nothing wakes the watchdog early: it looks again at the latest one idle period
+        // later, and one header timeout later while the connection may be h2. A request that
+        // ends, a header block that opens or a write that stalls after this look has its
+        // deadline after the next look, so every deadline is still met on time.
+        let mut next = now + self.timeouts.idle;
+        if state.phase() != Phase::Http1 {
+            next = next.min(now + self.timeouts.header_read);
+        }
         if !state.phase().handshaken() {
             let deadline = state.accepted + self.timeouts.handshake;
             if now >= deadline {
                 return Verdict::Due(Action::Close("handshake_timeout"));
             }
-            return Verdict::Wait(deadline);
-        }
-        // Nothing wakes the watchdog early: while a request is in flight it looks again one
-        // idle period later, and on h2 one header timeout later. A request that ends, or a
-        // header block that opens, after this look has its deadline after the next one, so
-        // every deadline is still met on time.
-        let mut next = now + self.timeouts.idle;
-        if state.phase() == Phase::H2 {
-            next = next.min(now + self.timeouts.header_read);
+            return Verdict::Wait(deadline.min(next));
         }
         // An h2 header block left open; a client that takes no byte of its response, which
         // holds the connection (and maybe an upstream's) for nothing.
@@ -526,9 +526,11 @@ mod tests {
         let state = feed(&[]);
         let mut dog = Watchdog::new(state.clone(), timeouts());
         let start = state.accepted;
-        assert!(
-            matches!(dog.verdict(start), Verdict::Wait(t) if t == start + Duration::from_secs(10))
-        );
+        // The next look comes before any deadline that starts after this one could pass: a
+        // header timeout (5 s) later, not only at the handshake deadline (10 s).
+        let secs = Duration::from_secs;
+        assert!(matches!(dog.verdict(start), Verdict::Wait(t) if t == start + secs(5)));
+        assert!(matches!(dog.verdict(start + secs(9)), Verdict::Wait(t) if t == start + secs(10)));
         assert!(matches!(
             dog.verdict(start + Duration::from_secs(10)),
             Verdict::Due(Action::Close("handshake_timeout"))
