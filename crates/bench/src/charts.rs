@@ -9,7 +9,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::report::{Results, RuntimeResult};
+use crate::results::{Results, RuntimeResult};
 use crate::runtimes::Runtime;
 use crate::workload::Workload;
 
@@ -126,7 +126,7 @@ fn plot_error<E: std::fmt::Display>(e: E) -> anyhow::Error {
 fn by_rate(
     r: &RuntimeResult,
     workload: Workload,
-    f: impl Fn(&crate::report::Run) -> Option<f64>,
+    f: impl Fn(&crate::results::Run) -> Option<f64>,
 ) -> Vec<(f64, f64)> {
     r.runs
         .iter()

@@ -6,8 +6,8 @@
 //!   time), with [`latency`] histograms.
 //! * [`runtimes`]: starting, timing and stopping each runtime; [`native`] is the native one.
 //! * [`affinity`] and [`procfs`]: CPU pinning, and the server's CPU time and memory.
-//! * [`lab`] runs a [`lab::Plan`]; [`report`] and [`charts`] turn the results into
-//!   `results.json`, `report.md` and SVG charts.
+//! * [`lab`] runs a [`lab::Plan`] into [`results::Results`]; [`report`] and [`charts`]
+//!   turn them into `results.json`, `report.md` and SVG charts.
 //!
 //! ```no_run
 //! use edgegate_bench::{affinity::CpuPlan, lab, runtimes::Environment};
@@ -32,6 +32,7 @@ pub mod load;
 pub mod native;
 pub mod procfs;
 pub mod report;
+pub mod results;
 pub mod runtimes;
 mod timer;
 pub mod workload;

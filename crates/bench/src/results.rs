@@ -1,0 +1,466 @@
+//! The results of a lab run: what `results.json` holds, and what the report
+//! ([`crate::report`]) and the charts ([`crate::charts`]) are made of.
+
+use serde::{Deserialize, Serialize};
+
+use crate::latency::Summary;
+use crate::load::Errors;
+use crate::runtimes::Runtime;
+use crate::workload::Workload;
+
+/// Everything one lab run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// How and where it ran.
+    pub meta: Meta,
+    /// One entry per runtime, in plan order.
+    pub runtimes: Vec<RuntimeResult>,
+}
+
+/// The report header's facts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Meta {
+    /// `quick` or `full`.
+    pub mode: String,
+    /// The command that produced it.
+    pub command: String,
+    /// When it started (an HTTP date, UTC).
+    pub date: String,
+    /// `/proc/cpuinfo`'s model name.
+    pub cpu_model: String,
+    /// CPUs the lab could use.
+    pub cpus: usize,
+    /// The kernel (`uname -sr`).
+    pub kernel: String,
+    /// How idle CPUs wait for work ([`crate::procfs::idle_state`]).
+    #[serde(default)]
+    pub idle: String,
+    /// Which CPUs the load and the server ran on.
+    pub pinning: String,
+    /// Keep-alive connections.
+    pub connections: usize,
+    /// Warm-up and recorded seconds of each fixed-rate run.
+    pub warmup_s: f64,
+    /// Recorded seconds of each fixed-rate run.
+    pub duration_s: f64,
+    /// Slices of each fixed-rate run, the runtimes taking turns.
+    #[serde(default)]
+    pub rounds: usize,
+    /// The p99 bounds of the saturation search, light and heavy workloads, in µs.
+    pub bounds_us: (f64, f64),
+}
+
+/// One runtime's results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuntimeResult {
+    /// Which runtime.
+    pub runtime: Runtime,
+    /// Its version, when it could be started.
+    pub version: Option<String>,
+    /// Why it did not run at all (not installed).
+    pub missing: Option<String>,
+    /// Why it stopped part way (it did not start, or crashed).
+    pub failed: Option<String>,
+    /// Start-up times.
+    pub cold_start: Vec<ColdStart>,
+    /// Resident memory after start, MiB.
+    pub idle_rss_mb: Option<f64>,
+    /// Whether each workload was answered correctly (a wrong answer is not measured).
+    pub checks: Vec<Check>,
+    /// Fixed-rate runs.
+    pub runs: Vec<Run>,
+    /// Saturation searches.
+    pub saturation: Vec<Saturation>,
+    /// The same endpoint measured by the lab and by wrk, when asked for.
+    pub cross_check: Option<CrossCheck>,
+}
+
+/// The lab and an outside tool (wrk) on one endpoint, both at once at about the same rate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CrossCheck {
+    /// The endpoint.
+    pub url: String,
+    /// wrk's connections (as many as its pause after each answer needs to reach the rate).
+    pub connections: usize,
+    /// The lab's connections: as many as in its fixed-rate runs.
+    #[serde(default)]
+    pub lab_connections: usize,
+    /// Rounds, each with both tools loading the endpoint at once.
+    pub rounds: Vec<CrossRound>,
+}
+
+/// One round of a cross-check.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct CrossRound {
+    /// The lab's rate (what wrk reached in the round before).
+    pub lab_rate: f64,
+    /// The rate wrk reached.
+    pub wrk_rate: f64,
+    /// wrk's latency, from each request's send.
+    pub wrk: Percentiles,
+    /// The lab's latency from each request's due time (what its reports show).
+    pub lab: Percentiles,
+    /// The lab's latency from each request's send, as wrk measures.
+    pub lab_sent: Percentiles,
+    /// The VM's steal during the lab's recording (`None`: not read).
+    #[serde(default)]
+    pub steal: Option<Steal>,
+}
+
+/// A p50 and a p99, µs.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// The median, µs.
+    pub p50: f64,
+    /// The 99th percentile, µs.
+    pub p99: f64,
+}
+
+impl Percentiles {
+    /// How far `self` is from `reference` at p50 and p99, as fractions of the reference.
+    pub fn differences(&self, reference: &Self) -> (f64, f64) {
+        ((self.p50 - reference.p50) / reference.p50, (self.p99 - reference.p99) / reference.p99)
+    }
+
+    /// Whether `self` is within [`CrossCheck::TOLERANCE`] of `reference` at p50 and p99.
+    pub fn agrees_with(&self, reference: &Self) -> bool {
+        let (p50, p99) = self.differences(reference);
+        p50.abs() <= CrossCheck::TOLERANCE && p99.abs() <= CrossCheck::TOLERANCE
+    }
+}
+
+impl From<Summary> for Percentiles {
+    fn from(s: Summary) -> Self {
+        Self { p50: s.p50, p99: s.p99 }
+    }
+}
+
+impl CrossCheck {
+    /// The tolerance between the lab and wrk.
+    pub const TOLERANCE: f64 = 0.15;
+
+    /// The median over the rounds of one tool's figures.
+    pub fn median(&self, of: impl Fn(&CrossRound) -> Percentiles) -> Percentiles {
+        let middle = |f: &dyn Fn(&Percentiles) -> f64| {
+            let mut v: Vec<f64> = self.rounds.iter().map(|r| f(&of(r))).collect();
+            v.sort_by(f64::total_cmp);
+            match v.len() {
+                0 => f64::NAN,
+                n if n % 2 == 1 => v[n / 2],
+                n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+            }
+        };
+        Percentiles { p50: middle(&|p| p.p50), p99: middle(&|p| p.p99) }
+    }
+
+    /// The medians of wrk, of the lab from the due time, and of the lab from the send.
+    pub fn medians(&self) -> (Percentiles, Percentiles, Percentiles) {
+        (self.median(|r| r.wrk), self.median(|r| r.lab), self.median(|r| r.lab_sent))
+    }
+}
+
+impl RuntimeResult {
+    /// A runtime that ran, `version`, before anything is measured.
+    pub fn new(runtime: Runtime, version: Option<String>) -> Self {
+        Self {
+            runtime,
+            version,
+            missing: None,
+            failed: None,
+            cold_start: Vec::new(),
+            idle_rss_mb: None,
+            checks: Vec::new(),
+            runs: Vec::new(),
+            saturation: Vec::new(),
+            cross_check: None,
+        }
+    }
+
+    /// A runtime that is not installed.
+    pub fn missing(runtime: Runtime, why: String) -> Self {
+        Self { missing: Some(why), ..Self::new(runtime, None) }
+    }
+
+    /// A runtime that failed part way.
+    pub fn failed(runtime: Runtime, version: String, why: String) -> Self {
+        Self { failed: Some(why), ..Self::new(runtime, Some(version)) }
+    }
+
+    /// Its run of `workload` at `rate`.
+    pub fn run(&self, workload: Workload, rate: f64) -> Option<&Run> {
+        self.runs.iter().find(|r| r.workload == workload && r.rate == rate)
+    }
+
+    /// Its saturation search of `workload`.
+    pub fn saturation_of(&self, workload: Workload) -> Option<&Saturation> {
+        self.saturation.iter().find(|s| s.workload == workload)
+    }
+}
+
+/// One start-up time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ColdStart {
+    /// Which start.
+    pub what: String,
+    /// From spawning the process to the first correct answer, ms.
+    pub ms: f64,
+}
+
+/// Whether a workload was answered correctly.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    /// The workload.
+    pub workload: Workload,
+    /// Correct.
+    pub ok: bool,
+    /// What was wrong.
+    pub detail: String,
+}
+
+/// One fixed-rate run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Run {
+    /// The workload.
+    pub workload: Workload,
+    /// The rate asked for, requests per second.
+    pub rate: f64,
+    /// Correct answers per second over the recorded part.
+    pub achieved_rate: f64,
+    /// Latency from the time each request was due (coordinated omission corrected), µs.
+    pub latency: Summary,
+    /// p99 from the time each request was sent, µs: what a closed-loop tool would report.
+    pub uncorrected_p99: f64,
+    /// Correct answers recorded.
+    pub ok: u64,
+    /// Failures recorded.
+    pub errors: Errors,
+    /// Server CPU time (user + system, all threads) per request sent, µs.
+    pub cpu_us_per_request: Option<f64>,
+    /// The server's peak resident memory during the run, MiB.
+    pub peak_rss_mb: f64,
+    /// Its resident memory before the run, MiB.
+    pub rss_before_mb: f64,
+    /// The most requests outstanding at once.
+    pub max_in_flight: usize,
+    /// (peak − before) / max in flight, KiB: memory per concurrent request. For edgegate that
+    /// is memory per live instance.
+    pub memory_per_in_flight_kb: Option<f64>,
+    /// Whether the load generator kept its schedule: its p99 lateness within a fifth of the
+    /// workload's latency bound (see [`crate::load::LoadResult::kept_schedule`]).
+    pub kept_schedule: bool,
+    /// The generator's own p99 lateness, µs.
+    pub dispatch_p99_us: f64,
+    /// How long the run took, s.
+    pub wall_s: f64,
+    /// Each slice's corrected p99, µs, in the order they ran (see [`crate::lab`]).
+    #[serde(default)]
+    pub round_p99_us: Vec<f64>,
+    /// The time the hypervisor took from the CPUs during the run (`None`: `/proc/stat` was
+    /// unreadable).
+    #[serde(default)]
+    pub steal: Option<Steal>,
+    /// The same for each slice, in the order they ran.
+    #[serde(default)]
+    pub round_steal: Vec<Steal>,
+    /// The slices the VM left alone, merged (`None`: none was).
+    #[serde(default)]
+    pub calm: Option<Calm>,
+}
+
+/// The slices of a run whose p99 the VM's steal did not bound ([`Steal::bounds_p99`] false),
+/// merged: the runtime's own latency, as far as the VM let it be seen.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Calm {
+    /// How many slices.
+    pub slices: usize,
+    /// Their corrected latency, µs.
+    pub latency: Summary,
+}
+
+/// Steal during a run: the share of the time the CPUs were runnable but the hypervisor ran
+/// something else, in percent (see [`crate::procfs::CpuTimes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Steal {
+    /// Of the server's CPUs (of every CPU when nothing is pinned).
+    pub server_pct: f64,
+    /// Of the load generator's CPUs; `None` when it shares the server's.
+    pub load_pct: Option<f64>,
+}
+
+impl Steal {
+    /// Above this share of requests met by a pause of the VM, a run's p99 is marked: 1 %, the
+    /// share of requests above p99.
+    pub const P99_BOUND_PCT: f64 = 1.0;
+
+    /// About the share of requests that met a pause of the VM, in percent: a request waits
+    /// when either its server's CPU or the generator's is taken, and on a VM such pauses last
+    /// milliseconds, longer than a request.
+    pub fn requests_pct(&self) -> f64 {
+        self.server_pct + self.load_pct.unwrap_or(0.0)
+    }
+
+    /// Whether the p99 measures the VM's pauses as much as the runtime.
+    pub fn bounds_p99(&self) -> bool {
+        self.requests_pct() >= Self::P99_BOUND_PCT
+    }
+
+    /// As a table cell: server / load.
+    pub fn describe(&self) -> String {
+        match self.load_pct {
+            Some(load) => format!("{:.1} / {load:.1}", self.server_pct),
+            None => format!("{:.1}", self.server_pct),
+        }
+    }
+}
+
+/// One saturation search.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Saturation {
+    /// The workload.
+    pub workload: Workload,
+    /// The p99 bound, µs.
+    pub bound_us: f64,
+    /// The highest rate that kept p99 under the bound with no errors; `None` if none did.
+    pub rate: Option<f64>,
+    /// Whether the load generator, not the server, was the limit at a failing probe.
+    pub limited_by_load: bool,
+    /// Every probe, in order.
+    pub probes: Vec<Probe>,
+}
+
+impl Saturation {
+    /// The rate as a table cell.
+    pub fn describe(&self) -> String {
+        match self.rate {
+            Some(rate) if self.limited_by_load => {
+                format!("≥ {rate:.0} rps (load generator's limit)")
+            }
+            Some(rate) => format!("{rate:.0} rps"),
+            None => format!("none: p99 over {:.0} µs at every rate tried", self.bound_us),
+        }
+    }
+}
+
+/// One probe of a saturation search.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Probe {
+    /// Requests per second.
+    pub rate: f64,
+    /// Corrected p99, µs.
+    pub p99_us: f64,
+    /// Failures.
+    pub errors: u64,
+    /// Under the bound with no errors.
+    pub pass: bool,
+    /// Whether the generator kept its schedule.
+    pub kept_schedule: bool,
+    /// How late the generator queued requests (p99), µs.
+    pub lateness_p99_us: f64,
+}
+
+impl Results {
+    /// The runtimes that were installed (they ran, or failed trying).
+    pub fn ran(&self) -> impl Iterator<Item = &RuntimeResult> {
+        self.runtimes.iter().filter(|r| r.missing.is_none())
+    }
+
+    /// `runtime`'s result, if it produced runs.
+    pub fn result(&self, runtime: Runtime) -> Option<&RuntimeResult> {
+        self.ran().find(|r| r.runtime == runtime && !r.runs.is_empty())
+    }
+
+    /// The workloads that were run by anyone, in report order.
+    pub fn workloads(&self) -> Vec<Workload> {
+        Workload::ALL
+            .into_iter()
+            .filter(|w| self.ran().any(|r| r.runs.iter().any(|run| run.workload == *w)))
+            .collect()
+    }
+
+    /// The rates `workload` ran at, ascending.
+    pub fn rates(&self, workload: Workload) -> Vec<f64> {
+        let mut rates: Vec<f64> = self
+            .ran()
+            .flat_map(|r| r.runs.iter())
+            .filter(|r| r.workload == workload)
+            .map(|r| r.rate)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates.dedup();
+        rates
+    }
+
+    /// The runtimes that produced runs.
+    pub fn measured(&self) -> impl Iterator<Item = &RuntimeResult> {
+        self.ran().filter(|r| !r.runs.is_empty())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn round(wrk: (f64, f64), lab: (f64, f64)) -> CrossRound {
+        let p = |(p50, p99)| Percentiles { p50, p99 };
+        CrossRound {
+            lab_rate: 1000.0,
+            wrk_rate: 1000.0,
+            wrk: p(wrk),
+            lab: p(lab),
+            lab_sent: p(lab),
+            steal: None,
+        }
+    }
+
+    pub(crate) fn check(rounds: Vec<CrossRound>) -> CrossCheck {
+        CrossCheck {
+            url: "http://127.0.0.1:1/kv/user:1".into(),
+            connections: 2,
+            lab_connections: 32,
+            rounds,
+        }
+    }
+
+    #[test]
+    fn the_cross_check_compares_medians_of_the_rounds() {
+        // One wild round of each tool does not move the medians.
+        let c = check(vec![
+            round((100.0, 400.0), (110.0, 430.0)),
+            round((100.0, 5000.0), (105.0, 420.0)),
+            round((100.0, 420.0), (900.0, 9000.0)),
+        ]);
+        let wrk = c.median(|r| r.wrk);
+        let lab = c.median(|r| r.lab);
+        assert_eq!((wrk.p50, wrk.p99), (100.0, 420.0));
+        assert_eq!((lab.p50, lab.p99), (110.0, 430.0));
+        assert!(lab.agrees_with(&wrk));
+        // An even count takes the mean of the middle two.
+        let even =
+            check(vec![round((100.0, 400.0), (0.0, 0.0)), round((120.0, 600.0), (0.0, 0.0))]);
+        assert_eq!(even.median(|r| r.wrk).p50, 110.0);
+    }
+
+    #[test]
+    fn the_cross_check_fails_when_either_percentile_is_off() {
+        let p99_off = check(vec![round((100.0, 400.0), (105.0, 470.0))]);
+        let agrees = |c: &CrossCheck| c.median(|r| r.lab).agrees_with(&c.median(|r| r.wrk));
+        assert!(!agrees(&p99_off), "p99 is 17.5 % over");
+        let p50_off = check(vec![round((100.0, 400.0), (84.0, 400.0))]);
+        assert!(!agrees(&p50_off), "p50 is 16 % under");
+        let within = check(vec![round((100.0, 400.0), (114.0, 341.0))]);
+        assert!(agrees(&within));
+    }
+
+    #[test]
+    fn steal_bounds_the_p99_when_the_vm_paused_a_hundredth_of_requests() {
+        let steal = |server_pct, load_pct| Steal { server_pct, load_pct };
+        // Either side's pause delays a request: the two add up.
+        assert!(steal(0.6, Some(0.5)).bounds_p99());
+        assert!(!steal(0.6, Some(0.3)).bounds_p99());
+        // Not pinned, the one figure covers both.
+        assert!(!steal(0.9, None).bounds_p99());
+        assert!(steal(1.0, None).bounds_p99());
+        assert_eq!(steal(0.64, Some(12.25)).describe(), "0.6 / 12.2");
+        assert_eq!(steal(3.0, None).describe(), "3.0");
+    }
+}
