@@ -14,10 +14,15 @@ use edgegate_bench::workload::{self, Workload};
 /// Run the benchmark lab: edgegate against Node.js, workerd and native Rust.
 #[derive(Debug, clap::Args)]
 pub struct BenchCommand {
-    /// The full plan (3 rates, 10 s runs, a saturation search per workload; about half an
-    /// hour). Without it, the quick plan (under two minutes).
-    #[arg(long)]
+    /// The full plan (capacity, 4 rates as shares of it, 10 s runs, a saturation search per
+    /// workload; about an hour). Without it, the quick plan (under two minutes).
+    #[arg(long, conflicts_with = "capacity")]
     full: bool,
+    /// Only capacity: every light workload in a closed loop with the server's CPU kept busy,
+    /// five rounds per runtime taking turns, each cross-checked with wrk when it is on PATH
+    /// (about 10 minutes).
+    #[arg(long)]
+    capacity: bool,
     /// Where report.md, results.json and the SVG charts go.
     #[arg(long, short = 'o', value_name = "DIR", default_value = "bench-report")]
     out: PathBuf,
@@ -51,6 +56,9 @@ pub struct BenchCommand {
     /// Skip the saturation search.
     #[arg(long)]
     no_saturation: bool,
+    /// Skip the capacity measurement (fixed rates then use --rates).
+    #[arg(long, conflicts_with = "capacity")]
+    no_capacity: bool,
     /// Do not pin the load generator and the server to separate CPUs.
     #[arg(long)]
     no_pin: bool,
@@ -83,7 +91,11 @@ impl BenchCommand {
             println!("wrote {} (a 1600×1200 JPEG)", file.display());
             return Ok(());
         }
-        let mut plan = if self.full { Plan::full() } else { Plan::quick() };
+        let mut plan = match (self.full, self.capacity) {
+            (true, _) => Plan::full(),
+            (_, true) => Plan::capacity(),
+            _ => Plan::quick(),
+        };
         plan.command = std::env::args().collect::<Vec<_>>().join(" ");
         if !self.runtimes.is_empty() {
             plan.runtimes = self.runtimes.clone();
@@ -93,6 +105,7 @@ impl BenchCommand {
         }
         if !self.rates.is_empty() {
             plan.rates = self.rates.clone();
+            plan.load_fractions.clear();
         }
         if !self.heavy_rates.is_empty() {
             plan.heavy_rates = self.heavy_rates.clone();
@@ -108,8 +121,17 @@ impl BenchCommand {
         if self.no_saturation {
             plan.saturate.clear();
         }
+        if self.no_capacity {
+            plan.capacity.clear();
+        }
         plan.pin = !self.no_pin;
         plan.wrk = self.cross_check.clone();
+        if let Some(wrk) = &self.cross_check {
+            plan.capacity_settings.wrk = Some(wrk.clone());
+        }
+        if let Some(rounds) = self.rounds.filter(|_| plan.capacity_only) {
+            plan.capacity_settings.rounds = rounds as usize;
+        }
 
         let work = self.out.join("work");
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
@@ -176,5 +198,36 @@ impl BenchNativeCommand {
             .map(|e| (String::from_utf8_lossy(&e.key).into_owned(), bytes::Bytes::from(e.value)));
         let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| workload::SECRET.into());
         edgegate_bench::native::Native::new(secret.as_bytes(), profiles).serve(self.listen)
+    }
+}
+
+/// A fake server of known cost, for the lab's own tests: answers every request `200 ok`
+/// after burning `--burn` of CPU, and stalls `--stall-for` every `--stall-every`.
+#[derive(Debug, clap::Args)]
+pub struct BenchFakeCommand {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// CPU time to burn per request (e.g. 200us).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    burn: Duration,
+    /// How often to stall (e.g. 500ms).
+    #[arg(long, value_parser = humantime::parse_duration, requires = "stall_for")]
+    stall_every: Option<Duration>,
+    /// How long each stall lasts (e.g. 50ms).
+    #[arg(long, value_parser = humantime::parse_duration, requires = "stall_every")]
+    stall_for: Option<Duration>,
+}
+
+impl BenchFakeCommand {
+    /// Serves until killed.
+    pub fn execute(self) -> anyhow::Result<()> {
+        let listener = std::net::TcpListener::bind(self.listen)
+            .with_context(|| format!("binding {}", self.listen))?;
+        let fake = edgegate_bench::fake::Fake {
+            burn: self.burn,
+            stall: self.stall_every.zip(self.stall_for),
+        };
+        Ok(fake.serve(listener)?)
     }
 }

@@ -35,6 +35,9 @@ pub enum Command {
     /// The benchmark lab's native-Rust comparator (started by `edgegate bench`).
     #[command(hide = true)]
     BenchNative(bench::BenchNativeCommand),
+    /// A fake server of known cost, for the lab's own tests.
+    #[command(hide = true)]
+    BenchFake(bench::BenchFakeCommand),
 }
 
 impl Command {
@@ -48,6 +51,7 @@ impl Command {
             Self::Compile(command) => command.execute(),
             Self::Bench(command) => command.execute(),
             Self::BenchNative(command) => command.execute(),
+            Self::BenchFake(command) => command.execute(),
         }
     }
 }

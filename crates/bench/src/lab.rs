@@ -28,6 +28,7 @@ use crate::results::{Check, ColdStart, Meta, Results, RuntimeResult};
 use crate::runtimes::{Environment, Prepared, Runtime, Server};
 use crate::workload::{Expect, Fixtures, Workload};
 
+pub mod capacity;
 mod cross_check;
 mod plan;
 mod saturation;
@@ -78,11 +79,16 @@ pub fn run(plan: &Plan, env: &Environment, cpus: &CpuPlan) -> anyhow::Result<Res
         results.runtimes.push(result);
     }
     results.meta.rounds = if servers.len() > 1 { plan.rounds.max(1) } else { 1 };
-    lab.fixed_rates(&mut results.runtimes, &mut servers);
+    lab.capacities(&mut results.runtimes, &servers);
+    if !plan.capacity_only {
+        lab.fixed_rates(&mut results.runtimes, &mut servers);
+    }
     for (index, server) in servers {
         let result = &mut results.runtimes[index];
         server.resume();
-        if let Err(e) = lab.searches(&server, result) {
+        if !plan.capacity_only
+            && let Err(e) = lab.searches(&server, result)
+        {
             say(format!("{}: FAILED: {e:#}", result.runtime.name()));
             result.failed = Some(format!("{e:#}"));
         }
@@ -169,21 +175,59 @@ impl<F: Fn(String)> Lab<'_, F> {
         self.fixtures.requests(workload).into_iter().map(|(t, _)| t).collect()
     }
 
+    /// The servers that are still running and answered `workload` correctly.
+    fn answering<'s>(
+        results: &[RuntimeResult],
+        servers: &'s [(usize, Server)],
+        workload: Workload,
+    ) -> Vec<&'s (usize, Server)> {
+        servers
+            .iter()
+            .filter(|(index, _)| {
+                let r = &results[*index];
+                r.failed.is_none() && r.checks.iter().any(|c| c.workload == workload && c.ok)
+            })
+            .collect()
+    }
+
+    /// Every capacity workload: each runtime that answered it correctly, in rounds, taking
+    /// turns (see [`capacity`]).
+    fn capacities(&self, results: &mut [RuntimeResult], servers: &[(usize, Server)]) {
+        let settings = &self.plan.capacity_settings;
+        for &workload in self.plan.capacity.iter().filter(|w| self.plan.workloads.contains(w)) {
+            let turns = Self::answering(results, servers, workload);
+            let list: Vec<&Server> = turns.iter().map(|(_, server)| server).collect();
+            let templates = self.templates(workload);
+            let say = |m: String| self.progress.set_message(m);
+            match capacity::measure(&list, workload, &templates, settings, self.cpus, &say) {
+                Ok(measured) => {
+                    for (&&(index, _), capacity) in turns.iter().zip(measured) {
+                        let r = &mut results[index];
+                        (self.say)(format!(
+                            "{} {} capacity on {} connections: {}",
+                            r.runtime.name(),
+                            workload.name(),
+                            capacity.connections,
+                            describe_capacity(&capacity)
+                        ));
+                        r.capacity.push(capacity);
+                    }
+                }
+                Err(e) => (self.say)(format!("{} capacity: FAILED: {e:#}", workload.name())),
+            }
+            self.progress.inc((turns.len() * (1 + settings.rounds)) as u64);
+        }
+    }
+
     /// Every workload at every fixed rate: each runtime that answered it correctly gets
     /// [`Plan::rounds`] slices of the run, taking turns with the others (the order rotates
     /// each round), and its slices are merged. A runtime that fails is marked so and dropped.
     fn fixed_rates(&self, results: &mut [RuntimeResult], servers: &mut Vec<(usize, Server)>) {
         for &workload in &self.plan.workloads {
             let templates = self.templates(workload);
-            for &rate in self.plan.rates_of(workload) {
-                let turns: Vec<&(usize, Server)> = servers
-                    .iter()
-                    .filter(|(index, _)| {
-                        let r = &results[*index];
-                        r.failed.is_none()
-                            && r.checks.iter().any(|c| c.workload == workload && c.ok)
-                    })
-                    .collect();
+            let slowest = slowest_capacity(results, workload);
+            for rate in self.plan.rates_of(workload, slowest) {
+                let turns = Self::answering(results, servers, workload);
                 let rounds = match turns.len() {
                     0 | 1 => 1,
                     // At least MIN_SLICE requests due in each slice.
@@ -224,7 +268,8 @@ impl<F: Fn(String)> Lab<'_, F> {
                 }
                 for (&(index, _), gathered) in turns.iter().zip(gathered) {
                     let Some(gathered) = gathered else { continue };
-                    let run = gathered.finish(workload, rate, self.plan.slack_of(workload));
+                    let mut run = gathered.finish(workload, rate, self.plan.slack_of(workload));
+                    run.of_capacity = slowest.filter(|_| !workload.heavy()).map(|c| rate / c);
                     (self.say)(format!(
                         "{} {} @ {rate} rps: p50 {:.0} µs, p99 {:.0} µs, {} errors, {:.1} µs CPU/req, steal {} %",
                         results[*index].runtime.name(),
@@ -310,6 +355,25 @@ impl<F: Fn(String)> Lab<'_, F> {
             timeout: Duration::from_secs(5),
         }
     }
+}
+
+/// The slowest runtime's capacity on `workload` (the median of its rounds), if measured.
+fn slowest_capacity(results: &[RuntimeResult], workload: Workload) -> Option<f64> {
+    results
+        .iter()
+        .filter_map(|r| Some(r.capacity_of(workload)?.rps()?.median))
+        .min_by(f64::total_cmp)
+}
+
+/// A capacity as one line: median and range of answers per second and CPU per answer.
+fn describe_capacity(c: &crate::results::Capacity) -> String {
+    let (Some(rps), Some(cpu)) = (c.rps(), c.cpu_us()) else { return "no rounds".into() };
+    let bound = if c.saturated() { "" } else { "≥ " };
+    let wrk = c.wrk_rps().map_or(String::new(), |w| format!(", wrk {:.0}", w.median));
+    format!(
+        "{bound}{:.0} req/s [{:.0}–{:.0}]{wrk}, {:.1} µs CPU/req [{:.1}–{:.1}]",
+        rps.median, rps.min, rps.max, cpu.median, cpu.min, cpu.max
+    )
 }
 
 /// Sends every request once and checks each answer.

@@ -6,8 +6,10 @@
 //!   time), with [`latency`] histograms.
 //! * [`runtimes`]: starting, timing and stopping each runtime; [`native`] is the native one.
 //! * [`affinity`] and [`procfs`]: CPU pinning, and the server's CPU time and memory.
+//! * [`fake`]: a server of known cost, for the lab's own tests.
 //! * [`lab`] runs a [`lab::Plan`] into [`results::Results`]; [`report`] and [`charts`]
-//!   turn them into `results.json`, `report.md` and SVG charts.
+//!   turn them into `results.json`, `report.md` and SVG charts; [`verdict`] says which
+//!   differences are outside the noise.
 //!
 //! ```no_run
 //! use edgegate_bench::{affinity::CpuPlan, lab, runtimes::Environment};
@@ -26,6 +28,7 @@
 
 pub mod affinity;
 pub mod charts;
+pub mod fake;
 pub mod lab;
 pub mod latency;
 pub mod load;
@@ -35,4 +38,5 @@ pub mod report;
 pub mod results;
 pub mod runtimes;
 mod timer;
+pub mod verdict;
 pub mod workload;

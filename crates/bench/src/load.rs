@@ -84,6 +84,25 @@ pub struct LoadSpec {
     pub timeout: Duration,
 }
 
+/// CPU times read at the start and at the end of a generator's recorded window, so that they
+/// cover exactly that window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WindowMark {
+    /// The server's, so far.
+    pub server_cpu: Duration,
+    /// The lab's own process's (the generator's), so far.
+    pub lab_cpu: Duration,
+}
+
+impl WindowMark {
+    /// The CPU times of process `server` and of this one; `None` when unreadable.
+    pub fn read(server: u32) -> Option<Self> {
+        let server_cpu = crate::procfs::sample(server).ok()?.cpu;
+        let lab_cpu = crate::procfs::sample(std::process::id()).ok()?.cpu;
+        Some(Self { server_cpu, lab_cpu })
+    }
+}
+
 /// How requests failed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Errors {
@@ -127,6 +146,8 @@ pub struct LoadResult {
     /// Every CPU's time at the start and at the end of the recorded part (`None`: `/proc/stat`
     /// was unreadable), to tell how much of it the hypervisor took.
     pub cpu_times: Option<(CpuTimes, CpuTimes)>,
+    /// What `at_window` read at the same two moments.
+    pub marks: Option<(WindowMark, WindowMark)>,
 }
 
 impl LoadResult {
@@ -135,6 +156,7 @@ impl LoadResult {
     pub fn merge(&mut self, other: &Self) {
         if self.cpu_times.is_none() {
             self.cpu_times.clone_from(&other.cpu_times);
+            self.marks = other.marks;
         }
         self.corrected.merge(&other.corrected);
         self.uncorrected.merge(&other.uncorrected);
@@ -181,10 +203,12 @@ impl Schedule {
 
 /// Runs `spec` with one load thread per entry of `cpus` (each pinned to that CPU set; one
 /// unpinned thread when `cpus` is empty). Requests cycle through `requests` in order.
+/// `at_window` is read as the recording starts and ends.
 pub fn run(
     spec: &LoadSpec,
     requests: &Arc<[RequestTemplate]>,
     cpus: &[Vec<usize>],
+    at_window: &(dyn Fn() -> Option<WindowMark> + Sync),
 ) -> anyhow::Result<LoadResult> {
     anyhow::ensure!(!requests.is_empty(), "no requests to send");
     anyhow::ensure!(spec.rate > 0.0, "the rate must be positive");
@@ -204,12 +228,15 @@ pub fn run(
             let at = |when: Instant| match stopped
                 .recv_timeout(when.saturating_duration_since(Instant::now()))
             {
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => CpuTimes::read().ok(),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    Some((CpuTimes::read().ok()?, at_window()))
+                }
                 _ => None,
             };
             let from = start + spec.warmup;
-            let first = at(from)?;
-            Some((first, at(from + spec.duration)?))
+            let (first, first_mark) = at(from)?;
+            let (last, last_mark) = at(from + spec.duration)?;
+            Some(((first, last), first_mark.zip(last_mark)))
         });
         let handles: Vec<_> = threads
             .iter()
@@ -235,7 +262,8 @@ pub fn run(
         }
         (results, window.join().ok().flatten())
     });
-    let mut total = LoadResult { cpu_times, ..LoadResult::default() };
+    let (cpu_times, marks) = cpu_times.unzip();
+    let mut total = LoadResult { cpu_times, marks: marks.flatten(), ..LoadResult::default() };
     for result in results {
         total.merge(&result?);
     }
@@ -449,6 +477,7 @@ pub async fn request_once(
     Ok((status, response.into_body().collect().await?.to_bytes()))
 }
 
+pub mod closed;
 mod wire;
 
 #[cfg(test)]

@@ -35,11 +35,17 @@ pub fn reset_peak(pid: u32) -> std::io::Result<()> {
 /// Steal is compared with the wall time between two readings, not with the sum of the CPU's
 /// other counters: on this VM those lose a third of the time when the CPU wakes from idle
 /// thousands of times a second (a busy server's CPU counted 65–96 ticks a second, not 100).
+///
+/// Busy time (user, nice and system: what processes ran, not interrupts) is kept too, to tell
+/// how much of a CPU ran something other than the lab's own processes ([`CpuTimes::busy_since`]).
+/// On a CPU kept busy, as in a capacity run, those counters do add up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuTimes {
     at: Instant,
     /// Steal in clock ticks, indexed by CPU number.
     steal: Vec<Option<u64>>,
+    /// User + nice + system in clock ticks, indexed by CPU number.
+    busy: Vec<Option<u64>>,
     ticks_per_second: u64,
 }
 
@@ -74,36 +80,64 @@ impl CpuTimes {
     }
 
     pub(crate) fn parse(stat: &str, at: Instant, ticks_per_second: u64) -> Self {
-        let mut steal = Vec::new();
+        let (mut steal, mut busy) = (Vec::new(), Vec::new());
         for line in stat.lines() {
             let mut fields = line.split_whitespace();
             let Some(cpu) = fields.next().and_then(|name| name.strip_prefix("cpu")) else {
                 continue;
             };
             let Ok(cpu) = cpu.parse::<usize>() else { continue };
-            // user nice system idle iowait irq softirq steal …: the 8th.
-            let Some(Ok(ticks)) = fields.nth(7).map(str::parse::<u64>) else { continue };
+            // user nice system idle iowait irq softirq steal …
+            let ticks: Vec<u64> = fields.take(8).map_while(|f| f.parse().ok()).collect();
+            if ticks.len() < 8 {
+                continue;
+            }
             if steal.len() <= cpu {
                 steal.resize(cpu + 1, None);
+                busy.resize(cpu + 1, None);
             }
-            steal[cpu] = Some(ticks);
+            steal[cpu] = Some(ticks[7]);
+            busy[cpu] = Some(ticks[0] + ticks[1] + ticks[2]);
         }
-        Self { at, steal, ticks_per_second: ticks_per_second.max(1) }
+        Self { at, steal, busy, ticks_per_second: ticks_per_second.max(1) }
+    }
+
+    /// When this was read.
+    pub fn at(&self) -> Instant {
+        self.at
+    }
+
+    /// How many CPUs it read.
+    pub fn count(&self) -> usize {
+        self.steal.len()
+    }
+
+    /// The time processes (any of them) ran on `cpus` from `earlier` to this reading (every
+    /// CPU when `cpus` is empty).
+    pub fn busy_since(&self, earlier: &Self, cpus: &[usize]) -> Duration {
+        let ticks: u64 = self
+            .cpus(cpus)
+            .iter()
+            .filter_map(|&cpu| {
+                let now = self.busy.get(cpu).copied().flatten()?;
+                let then = earlier.busy.get(cpu).copied().flatten()?;
+                Some(now.saturating_sub(then))
+            })
+            .sum();
+        Duration::from_secs_f64(ticks as f64 / self.ticks_per_second as f64)
+    }
+
+    /// `cpus`, or every CPU read when it is empty.
+    fn cpus(&self, cpus: &[usize]) -> Vec<usize> {
+        if cpus.is_empty() { (0..self.steal.len()).collect() } else { cpus.to_vec() }
     }
 
     /// The steal of `cpus` from `earlier` to this reading (every CPU when `cpus` is empty).
     /// A CPU missing from either reading is left out.
     pub fn since(&self, earlier: &Self, cpus: &[usize]) -> Stolen {
         let wall = self.at.saturating_duration_since(earlier.at);
-        let every: Vec<usize>;
-        let cpus = if cpus.is_empty() {
-            every = (0..self.steal.len()).collect();
-            &every
-        } else {
-            cpus
-        };
         let mut sum = Stolen::default();
-        for &cpu in cpus {
+        for cpu in self.cpus(cpus) {
             let now = self.steal.get(cpu).copied().flatten();
             let then = earlier.steal.get(cpu).copied().flatten();
             if let (Some(now), Some(then)) = (now, then) {
@@ -254,6 +288,10 @@ mod tests {
         assert_eq!(Stolen::default().pct(), None);
         // A line too short to hold steal is skipped, not misread.
         assert_eq!(CpuTimes::parse("cpu0 1 2 3\n", t0, 100).steal, Vec::<Option<u64>>::new());
+        // Busy: user + nice + system. cpu0 ran 15 ticks, cpu1 25; interrupts do not count.
+        assert_eq!(after.busy_since(&before, &[0]), Duration::from_millis(150));
+        assert_eq!(after.busy_since(&before, &[1]), Duration::from_millis(250));
+        assert_eq!(after.busy_since(&before, &[]), Duration::from_millis(400));
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct RuntimeResult {
     pub runs: Vec<Run>,
     /// Saturation searches.
     pub saturation: Vec<Saturation>,
+    /// Closed-loop capacity, per workload.
+    #[serde(default)]
+    pub capacity: Vec<Capacity>,
     /// The same endpoint measured by the lab and by wrk, when asked for.
     pub cross_check: Option<CrossCheck>,
 }
@@ -172,6 +175,7 @@ impl RuntimeResult {
             checks: Vec::new(),
             runs: Vec::new(),
             saturation: Vec::new(),
+            capacity: Vec::new(),
             cross_check: None,
         }
     }
@@ -194,6 +198,11 @@ impl RuntimeResult {
     /// Its saturation search of `workload`.
     pub fn saturation_of(&self, workload: Workload) -> Option<&Saturation> {
         self.saturation.iter().find(|s| s.workload == workload)
+    }
+
+    /// Its capacity on `workload`.
+    pub fn capacity_of(&self, workload: Workload) -> Option<&Capacity> {
+        self.capacity.iter().find(|c| c.workload == workload)
     }
 }
 
@@ -224,6 +233,10 @@ pub struct Run {
     pub workload: Workload,
     /// The rate asked for, requests per second.
     pub rate: f64,
+    /// That rate as a share of the slowest runtime's capacity on the workload, when it was
+    /// set so.
+    #[serde(default)]
+    pub of_capacity: Option<f64>,
     /// Correct answers per second over the recorded part.
     pub achieved_rate: f64,
     /// Latency from the time each request was due (coordinated omission corrected), µs.
@@ -262,13 +275,21 @@ pub struct Run {
     /// The same for each slice, in the order they ran.
     #[serde(default)]
     pub round_steal: Vec<Steal>,
+    /// Each slice's time of other processes on the lab's CPUs, in the order they ran (slices
+    /// where it could not be read are left out).
+    #[serde(default)]
+    pub round_foreign: Vec<Foreign>,
+    /// Each slice: whether it was calm (under 1 % steal and 1 % other processes).
+    #[serde(default)]
+    pub round_calm: Vec<bool>,
     /// The slices the VM left alone, merged (`None`: none was).
     #[serde(default)]
     pub calm: Option<Calm>,
 }
 
-/// The slices of a run whose p99 the VM's steal did not bound ([`Steal::bounds_p99`] false),
-/// merged: the runtime's own latency, as far as the VM let it be seen.
+/// The slices of a run whose p99 neither the VM's steal nor other processes bounded
+/// ([`Steal::bounds_p99`], [`Foreign::bounds_p99`]), merged: the runtime's own latency, as far
+/// as the machine let it be seen.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Calm {
     /// How many slices.
@@ -311,6 +332,193 @@ impl Steal {
             None => format!("{:.1}", self.server_pct),
         }
     }
+}
+
+/// How much a server answers with its CPU kept busy: a closed loop (each connection sends
+/// its next request as soon as the last is answered) on as many connections as it takes, in
+/// rounds, the runtimes taking turns.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Capacity {
+    /// The workload.
+    pub workload: Workload,
+    /// The keep-alive connections the rounds ran on: the count where answers per second
+    /// stopped growing.
+    pub connections: usize,
+    /// How the count was found: `(connections, answers per second)`, in order.
+    pub ramp: Vec<(usize, f64)>,
+    /// The rounds, in the order they ran.
+    pub rounds: Vec<CapacityRound>,
+}
+
+/// One round of a capacity measurement.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CapacityRound {
+    /// Correct answers per second.
+    pub rps: f64,
+    /// Correct answers.
+    pub ok: u64,
+    /// Failures.
+    pub errors: Errors,
+    /// The server's CPU time over the window, as a share of its CPUs' time, %.
+    pub server_cpu_pct: f64,
+    /// Server CPU time per correct answer, µs.
+    pub cpu_us_per_request: f64,
+    /// From each request's send to its answer, µs.
+    pub p50_us: f64,
+    /// The same, 99th percentile.
+    pub p99_us: f64,
+    /// The load generator's CPU time, as a share of its CPUs' time, %.
+    pub load_cpu_pct: f64,
+    /// The time the hypervisor took (`None`: `/proc/stat` unreadable).
+    pub steal: Option<Steal>,
+    /// Time other processes ran on the lab's CPUs (`None`: unreadable).
+    pub foreign: Option<Foreign>,
+    /// wrk, on the same connections right after, when cross-checking.
+    pub wrk: Option<WrkRound>,
+}
+
+/// wrk's closed loop on the same server, connections and time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WrkRound {
+    /// Answers per second wrk counted.
+    pub rps: f64,
+    /// The server's CPU share meanwhile, %.
+    pub server_cpu_pct: f64,
+    /// Server CPU time per answer, µs.
+    pub cpu_us_per_request: f64,
+}
+
+/// Time processes other than the lab's ran on its CPUs, in percent of those CPUs' time: the
+/// server's CPUs less the server's own time, the generator's less the generator's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Foreign {
+    /// On the server's CPUs (every CPU when nothing is pinned).
+    pub server_pct: f64,
+    /// On the generator's; `None` when it shares the server's.
+    pub load_pct: Option<f64>,
+}
+
+impl Foreign {
+    /// Whether other processes took as much time as bounds a p99 (see [`Steal::bounds_p99`]).
+    pub fn bounds_p99(&self) -> bool {
+        self.server_pct + self.load_pct.unwrap_or(0.0) >= Steal::P99_BOUND_PCT
+    }
+
+    /// As a table cell: server / load.
+    pub fn describe(&self) -> String {
+        match self.load_pct {
+            Some(load) => format!("{:.1} / {load:.1}", self.server_pct),
+            None => format!("{:.1}", self.server_pct),
+        }
+    }
+}
+
+/// A median and the range around it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// The median.
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of `values`; `None` when there are none.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = match n {
+            0 => return None,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        };
+        Some(Self { median, min: v[0], max: v[n - 1] })
+    }
+}
+
+impl CapacityRound {
+    /// Below this share of its CPUs, a server was not the limit: its figure is a lower bound.
+    pub const SATURATED_PCT: f64 = 95.0;
+
+    /// Whether the server used its CPUs fully.
+    pub fn saturated(&self) -> bool {
+        self.server_cpu_pct >= Self::SATURATED_PCT
+    }
+
+    /// Whether the VM and other processes left the round alone: under 1 % each of steal and
+    /// of foreign CPU (see [`Steal::P99_BOUND_PCT`]).
+    pub fn calm(&self) -> bool {
+        self.steal.is_some_and(|s| !s.bounds_p99()) && self.foreign.is_some_and(|f| !f.bounds_p99())
+    }
+
+    /// What held the server under its CPU, when it was not saturated.
+    pub fn bottleneck(&self) -> Option<String> {
+        if self.saturated() {
+            return None;
+        }
+        let foreign_load = self.foreign.and_then(|f| f.load_pct).unwrap_or(0.0);
+        let steal_load = self.steal.and_then(|s| s.load_pct).unwrap_or(0.0);
+        let load_busy = self.load_cpu_pct + foreign_load + steal_load;
+        let steal = self.steal.map_or(0.0, |s| s.server_pct);
+        let foreign = self.foreign.map_or(0.0, |f| f.server_pct);
+        Some(if load_busy >= Self::SATURATED_PCT {
+            format!(
+                "the load generator's CPUs were full ({:.0} % generator, {foreign_load:.0} % other processes, {steal_load:.0} % steal)",
+                self.load_cpu_pct
+            )
+        } else if steal + foreign >= 5.0 {
+            format!(
+                "the server's CPUs were taken: {steal:.0} % steal, {foreign:.0} % other processes"
+            )
+        } else {
+            format!(
+                "the server waited with its CPUs {:.0} % busy and the generator's {load_busy:.0} %: not CPU-bound",
+                self.server_cpu_pct
+            )
+        })
+    }
+}
+
+impl Capacity {
+    /// Answers per second over the rounds.
+    pub fn rps(&self) -> Option<Spread> {
+        Spread::of(self.rounds.iter().map(|r| r.rps))
+    }
+
+    /// Server CPU per answer over the rounds, µs.
+    pub fn cpu_us(&self) -> Option<Spread> {
+        Spread::of(self.rounds.iter().map(|r| r.cpu_us_per_request))
+    }
+
+    /// wrk's answers per second over the rounds it ran.
+    pub fn wrk_rps(&self) -> Option<Spread> {
+        Spread::of(self.rounds.iter().filter_map(|r| Some(r.wrk?.rps)))
+    }
+
+    /// Whether the server was saturated in most rounds; when not, its figure is a lower bound.
+    pub fn saturated(&self) -> bool {
+        let saturated = self.rounds.iter().filter(|r| r.saturated()).count();
+        !self.rounds.is_empty() && saturated * 2 > self.rounds.len()
+    }
+
+    /// The rounds the VM and other processes left alone.
+    pub fn calm(&self) -> impl Iterator<Item = &CapacityRound> {
+        self.rounds.iter().filter(|r| r.calm())
+    }
+
+    /// The rounds where the lab and wrk agree within [`Capacity::WRK_TOLERANCE`].
+    pub fn agreeing_with_wrk(&self) -> usize {
+        self.rounds
+            .iter()
+            .filter(|r| r.wrk.is_some_and(|w| (r.rps - w.rps).abs() <= w.rps * Self::WRK_TOLERANCE))
+            .count()
+    }
+
+    /// How far the lab's answers per second may be from wrk's.
+    pub const WRK_TOLERANCE: f64 = 0.10;
 }
 
 /// One saturation search.

@@ -425,11 +425,25 @@ impl Prepared {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        let started = Instant::now();
-        let child = cpus
-            .spawn_server(&mut command)
-            .with_context(|| format!("starting {}", self.program.display()))?;
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        Server::start(&mut command, addr, cpus, probe, timeout).with_context(|| {
+            format!("starting {} (its log: {})", self.runtime.name(), self.log.display())
+        })
+    }
+}
+
+impl Server {
+    /// Spawns `command` on the server CPUs and waits until `probe` to `addr` gets a 200 (the
+    /// time that takes is its start time), for at most `timeout`.
+    pub fn start(
+        command: &mut Command,
+        addr: SocketAddr,
+        cpus: &CpuPlan,
+        probe: &RequestTemplate,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let started = Instant::now();
+        let child = cpus.spawn_server(command)?;
         let mut server = Server { child, addr, started_in: Duration::ZERO };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         loop {
@@ -438,18 +452,10 @@ impl Prepared {
                 return Ok(server);
             }
             if let Some(status) = server.child.try_wait()? {
-                anyhow::bail!(
-                    "{} exited ({status}) before answering; see {}",
-                    self.runtime.name(),
-                    self.log.display()
-                );
+                anyhow::bail!("it exited ({status}) before answering");
             }
             if started.elapsed() > timeout {
-                anyhow::bail!(
-                    "{} did not answer within {timeout:?}; see {}",
-                    self.runtime.name(),
-                    self.log.display()
-                );
+                anyhow::bail!("it did not answer within {timeout:?}");
             }
             std::thread::sleep(Duration::from_micros(500));
         }

@@ -73,7 +73,7 @@ impl<F: Fn(String)> Lab<'_, F> {
             let spec = self.spec(server, rate, self.plan.warmup, self.plan.duration);
             let running = start_wrk(wrk_duration)?;
             std::thread::sleep(Duration::from_secs(1));
-            let lab = load::run(&spec, &templates, &self.cpus.load);
+            let lab = load::run(&spec, &templates, &self.cpus.load, &|| None);
             let (wrk_rate, wrk) = wrk_result(running)?;
             let lab = lab?;
             rounds.push(CrossRound {

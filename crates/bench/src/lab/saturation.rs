@@ -25,7 +25,7 @@ impl<F: Fn(String)> Lab<'_, F> {
         let once = |rate: f64| -> anyhow::Result<bool> {
             self.progress.set_message(format!("{} saturation @ {rate:.0} rps", workload.name()));
             let spec = self.spec(server, rate, warmup, duration);
-            let result = load::run(&spec, templates, &self.cpus.load)?;
+            let result = load::run(&spec, templates, &self.cpus.load, &|| None)?;
             let expected = rate * duration.as_secs_f64();
             let p99 = result.corrected.summary().p99;
             let pass = result.errors.total() == 0
@@ -45,7 +45,7 @@ impl<F: Fn(String)> Lab<'_, F> {
             std::thread::sleep(Duration::from_millis(200));
             Ok(pass)
         };
-        let start = self.plan.rates_of(workload).first().copied().unwrap_or(1000.0);
+        let start = self.plan.rates_of(workload, None).first().copied().unwrap_or(1000.0);
         let cap = if workload.heavy() { 5_000.0 } else { 500_000.0 };
         let floor = start / f64::from(self.plan.search_down.max(1));
         let good = search(start, floor, cap, self.plan.bisect_steps, once)?;

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use super::mb;
 use crate::affinity::CpuPlan;
 use crate::latency::Latencies;
-use crate::load::{self, LoadResult, LoadSpec, RequestTemplate};
+use crate::load::{self, LoadResult, LoadSpec, RequestTemplate, WindowMark};
 use crate::procfs::{self, CpuTimes};
-use crate::results::{Calm, Run, Steal};
+use crate::results::{Calm, Foreign, Run, Steal};
 use crate::runtimes::Server;
 use crate::workload::Workload;
 
@@ -39,7 +39,11 @@ pub(super) struct Gathered {
     round_steal: Vec<Steal>,
     /// Whether `/proc/stat` was unreadable for a slice.
     steal_unread: bool,
-    /// The corrected latencies of the slices whose p99 the VM's steal did not bound.
+    /// Each slice's time of other processes on the lab's CPUs (`None`: unread).
+    round_foreign: Vec<Option<Foreign>>,
+    /// Each slice: whether the VM and other processes left it alone.
+    round_calm: Vec<bool>,
+    /// The corrected latencies of the calm slices: under 1 % steal and 1 % other processes.
     calm: Latencies,
     calm_slices: usize,
 }
@@ -58,10 +62,10 @@ impl Gathered {
         let _ = procfs::reset_peak(pid);
         let before = procfs::sample(pid)?;
         let started = Instant::now();
-        let result = load::run(spec, templates, &cpus.load)?;
+        let result = load::run(spec, templates, &cpus.load, &|| WindowMark::read(pid))?;
         self.wall += started.elapsed();
         let after = procfs::sample(pid)?;
-        let stolen = self.add_steal(cpus, result.cpu_times.as_ref());
+        let calm = self.add_window(cpus, result.cpu_times.as_ref(), result.marks);
         // Every request sent (warm-up included) cost CPU; charge it over all of them.
         self.sent += spec.rate * (spec.warmup + spec.duration).as_secs_f64();
         self.cpu += after.cpu.saturating_sub(before.cpu);
@@ -69,15 +73,16 @@ impl Gathered {
         self.rss_before.get_or_insert(before.rss);
         self.peak_rss = self.peak_rss.max(after.peak_rss);
         self.grown = self.grown.max(after.peak_rss.saturating_sub(before.rss));
-        self.add_latencies(&result, stolen);
+        self.add_latencies(&result, calm);
         Ok(())
     }
 
-    /// Adds one slice's requests, and to the calm ones too when the VM's steal did not bound
-    /// its p99.
-    fn add_latencies(&mut self, result: &LoadResult, stolen: Option<Steal>) {
+    /// Adds one slice's requests, and to the calm ones too when neither the VM's steal nor
+    /// other processes bounded its p99.
+    fn add_latencies(&mut self, result: &LoadResult, calm: bool) {
         self.round_p99_us.push(result.corrected.quantile(0.99).as_secs_f64() * 1e6);
-        if stolen.is_some_and(|s| !s.bounds_p99()) {
+        self.round_calm.push(calm);
+        if calm {
             self.calm.merge(&result.corrected);
             self.calm_slices += 1;
         }
@@ -87,6 +92,20 @@ impl Gathered {
         // and there is no one recorded window (each slice's steal is counted apart).
         self.load.max_in_flight = in_flight;
         self.load.cpu_times = None;
+    }
+
+    /// Counts the steal and the other processes' time on the lab's CPUs during one slice's
+    /// recording; returns whether the slice was calm (both known, each under 1 %).
+    fn add_window(
+        &mut self,
+        cpus: &CpuPlan,
+        window: Option<&(CpuTimes, CpuTimes)>,
+        marks: Option<(WindowMark, WindowMark)>,
+    ) -> bool {
+        let stolen = self.add_steal(cpus, window);
+        let others = window.zip(marks).map(|(w, m)| foreign(cpus, w, m));
+        self.round_foreign.push(others);
+        stolen.is_some_and(|s| !s.bounds_p99()) && others.is_some_and(|f| !f.bounds_p99())
     }
 
     /// Counts the steal on the server's and the generator's CPUs during one slice's
@@ -116,6 +135,7 @@ impl Gathered {
         Run {
             workload,
             rate,
+            of_capacity: None,
             achieved_rate: load.ok as f64 / self.recorded.as_secs_f64(),
             uncorrected_p99: load.uncorrected.summary().p99,
             latency: load.corrected.summary(),
@@ -133,6 +153,8 @@ impl Gathered {
             round_p99_us: self.round_p99_us,
             steal: (!self.steal_unread).then(|| steal(self.server_stolen, self.load_stolen)),
             round_steal: self.round_steal,
+            round_foreign: self.round_foreign.into_iter().flatten().collect(),
+            round_calm: self.round_calm,
             calm: (self.calm_slices > 0)
                 .then(|| Calm { slices: self.calm_slices, latency: self.calm.summary() }),
         }
@@ -151,6 +173,34 @@ pub(super) fn stolen(
         to.since(from, &load)
     });
     (server, load)
+}
+
+/// Time other processes ran on the lab's CPUs over `window`: what ran on the server's CPUs
+/// less the server's own time, on the generator's less the lab's (unpinned: all CPUs, less
+/// both). A CPU that idles often undercounts its busy time on this VM ([`CpuTimes`]), so on
+/// lightly loaded CPUs this is a lower bound; a busy foreign process keeps the CPU busy and
+/// shows.
+pub(super) fn foreign(
+    cpus: &CpuPlan,
+    (from, to): &(CpuTimes, CpuTimes),
+    (start, end): (WindowMark, WindowMark),
+) -> Foreign {
+    let wall = to.at().saturating_duration_since(from.at()).as_secs_f64().max(1e-9);
+    let server = end.server_cpu.saturating_sub(start.server_cpu);
+    let lab = end.lab_cpu.saturating_sub(start.lab_cpu);
+    let share = |cpus: &[usize], ours: Duration| {
+        let n = if cpus.is_empty() { to.count() } else { cpus.len() }.max(1);
+        let other = to.busy_since(from, cpus).saturating_sub(ours);
+        other.as_secs_f64() * 100.0 / (wall * n as f64)
+    };
+    if cpus.pinned() {
+        Foreign {
+            server_pct: share(&cpus.server, server),
+            load_pct: Some(share(&cpus.load.concat(), lab)),
+        }
+    } else {
+        Foreign { server_pct: share(&[], server + lab), load_pct: None }
+    }
 }
 
 /// Steal on the server's CPUs and, when separate, the generator's.
@@ -192,8 +242,8 @@ mod tests {
         for (i, (from, to, us)) in slices.into_iter().enumerate() {
             let start = t0 + Duration::from_secs(20 * i as u64);
             let window = (stat(start, from), stat(start + Duration::from_secs(10), to));
-            let stolen = gathered.add_steal(&cpus, Some(&window));
-            gathered.add_latencies(&slice(us), stolen);
+            let calm = gathered.add_window(&cpus, Some(&window), Some(Default::default()));
+            gathered.add_latencies(&slice(us), calm);
         }
         let run = gathered.finish(Workload::DbLookup, 100.0, Duration::from_millis(1));
         assert_eq!(run.round_p99_us.len(), 3);
@@ -207,6 +257,35 @@ mod tests {
         assert!((steal.load_pct.unwrap() - 0.2).abs() < 1e-9, "{steal:?}");
         assert_eq!(run.round_steal.len(), 3);
         assert!(run.round_steal[1].bounds_p99() && !run.round_steal[2].bounds_p99());
+        assert_eq!(run.round_calm, [true, false, true]);
+    }
+
+    #[test]
+    fn other_processes_on_the_lab_cpus_make_a_slice_not_calm() {
+        let cpus = CpuPlan { load: vec![vec![0]], server: vec![1] };
+        let t0 = Instant::now();
+        // 10 s on each CPU: the server's CPU ran 2 s of which the server was 1.9 s (1 % other
+        // processes); the generator's ran 1 s, all of it the lab's.
+        let busy = |at, (cpu0, cpu1)| {
+            let text = format!("cpu0 {cpu0} 0 0 0 0 0 0 0 0 0\ncpu1 {cpu1} 0 0 0 0 0 0 0 0 0\n");
+            CpuTimes::parse(&text, at, 100)
+        };
+        let window = (busy(t0, (0, 0)), busy(t0 + Duration::from_secs(10), (100, 200)));
+        let mark = |server, lab| WindowMark {
+            server_cpu: Duration::from_millis(server),
+            lab_cpu: Duration::from_millis(lab),
+        };
+        let mut gathered = Gathered::default();
+        let calm = gathered.add_window(&cpus, Some(&window), Some((mark(0, 0), mark(1900, 1000))));
+        assert!(!calm);
+        let others = gathered.round_foreign[0].unwrap();
+        assert!(
+            (others.server_pct - 1.0).abs() < 1e-9 && others.load_pct == Some(0.0),
+            "{others:?}"
+        );
+        // The same with the server's own 2 s: calm.
+        let calm = gathered.add_window(&cpus, Some(&window), Some((mark(0, 0), mark(2000, 1000))));
+        assert!(calm);
     }
 
     #[test]
@@ -215,10 +294,15 @@ mod tests {
         let cpus = CpuPlan { load: Vec::new(), server: Vec::new() };
         let t0 = Instant::now();
         let window = (stat(t0, (0, 0)), stat(t0 + Duration::from_secs(1), (0, 0)));
-        let calm = gathered.add_steal(&cpus, Some(&window));
-        assert_eq!(calm, Some(Steal { server_pct: 0.0, load_pct: None }), "unpinned: one figure");
+        let calm = gathered.add_window(&cpus, Some(&window), Some(Default::default()));
+        assert!(calm);
+        assert_eq!(
+            gathered.round_steal,
+            [Steal { server_pct: 0.0, load_pct: None }],
+            "unpinned: one figure"
+        );
         gathered.add_latencies(&slice(300), calm);
-        let unread = gathered.add_steal(&cpus, None);
+        let unread = gathered.add_window(&cpus, None, None);
         gathered.add_latencies(&slice(300), unread);
         let run = gathered.finish(Workload::DbLookup, 100.0, Duration::from_millis(1));
         assert_eq!(run.steal, None);

@@ -88,7 +88,7 @@ fn latency_is_measured_from_the_time_a_request_was_due() {
     // by 5 ms per request. Measured from the send, every request takes ~10 ms; measured from
     // when it was due, the later ones wait far longer.
     let addr = server(|_| (200, Duration::from_millis(10)));
-    let r = run(&spec(addr, 200.0, 0, 500, 1), &get(), &[]).unwrap();
+    let r = run(&spec(addr, 200.0, 0, 500, 1), &get(), &[], &|| None).unwrap();
     let (corrected, uncorrected) = (r.corrected.summary(), r.uncorrected.summary());
     assert!(uncorrected.p50 >= 10_000.0, "{uncorrected:?}");
     assert!(corrected.p99 > 2.0 * uncorrected.p99, "{corrected:?} vs {uncorrected:?}");
@@ -102,7 +102,7 @@ fn a_stall_shows_in_the_corrected_p99_and_not_in_the_naive_one() {
     // be in the stall, while only one request *sent* during it was slow.
     let stall = Duration::from_millis(200);
     let addr = server(move |n| (200, if n == 1500 { stall } else { Duration::ZERO }));
-    let r = run(&spec(addr, 1000.0, 200, 2000, 1), &get(), &[]).unwrap();
+    let r = run(&spec(addr, 1000.0, 200, 2000, 1), &get(), &[], &|| None).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     let corrected = r.corrected.summary();
     assert!(corrected.p99 >= 100_000.0, "corrected p99 misses the stall: {corrected:?}");
@@ -114,7 +114,7 @@ fn a_stall_shows_in_the_corrected_p99_and_not_in_the_naive_one() {
 #[test]
 fn warm_up_requests_are_sent_but_not_recorded() {
     let addr = server(|_| (200, Duration::ZERO));
-    let r = run(&spec(addr, 1000.0, 300, 500, 4), &get(), &[]).unwrap();
+    let r = run(&spec(addr, 1000.0, 300, 500, 4), &get(), &[], &|| None).unwrap();
     // 500 recorded of the 800 sent; a request or two may fall either side of the boundary.
     assert!((498..=502).contains(&r.ok), "{}", r.ok);
     assert_eq!(r.corrected.count(), r.ok);
@@ -123,7 +123,7 @@ fn warm_up_requests_are_sent_but_not_recorded() {
 #[test]
 fn wrong_statuses_and_dead_servers_are_errors_not_latencies() {
     let addr = server(|n| (if n % 2 == 0 { 200 } else { 500 }, Duration::ZERO));
-    let r = run(&spec(addr, 500.0, 0, 400, 1), &get(), &[]).unwrap();
+    let r = run(&spec(addr, 500.0, 0, 400, 1), &get(), &[], &|| None).unwrap();
     assert!(r.errors.status >= 90 && r.ok >= 90, "{:?} ok {}", r.errors, r.ok);
     assert_eq!(r.corrected.count(), r.ok);
 
@@ -131,7 +131,7 @@ fn wrong_statuses_and_dead_servers_are_errors_not_latencies() {
     // not when its 30 s would have ended.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let started = Instant::now();
-    assert!(run(&spec(closed, 100.0, 0, 30_000, 1), &get(), &[]).is_err());
+    assert!(run(&spec(closed, 100.0, 0, 30_000, 1), &get(), &[], &|| None).is_err());
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }
 
@@ -140,7 +140,7 @@ fn threads_split_the_rate_and_their_results_merge() {
     let addr = server(|_| (200, Duration::ZERO));
     let cpus = crate::affinity::available_cpus().unwrap();
     let threads = vec![cpus.clone(), cpus];
-    let r = run(&spec(addr, 2000.0, 100, 500, 4), &get(), &threads).unwrap();
+    let r = run(&spec(addr, 2000.0, 100, 500, 4), &get(), &threads, &|| None).unwrap();
     assert!((998..=1002).contains(&r.ok), "{}", r.ok);
     assert_eq!(r.corrected.count(), r.ok);
 }
@@ -187,7 +187,64 @@ fn chunked_and_closing_server() -> SocketAddr {
 #[test]
 fn chunked_answers_and_closed_connections_are_read_and_replaced() {
     let addr = chunked_and_closing_server();
-    let r = run(&spec(addr, 200.0, 0, 500, 2), &get(), &[]).unwrap();
+    let r = run(&spec(addr, 200.0, 0, 500, 2), &get(), &[], &|| None).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     assert!((99..=101).contains(&r.ok), "{}", r.ok);
+}
+
+mod closed_loop {
+    use super::*;
+    use crate::load::WindowMark;
+    use crate::load::closed::{self, ClosedSpec};
+
+    fn spec(addr: SocketAddr, connections: usize) -> ClosedSpec {
+        ClosedSpec {
+            addr,
+            connections,
+            warmup: Duration::from_millis(200),
+            duration: Duration::from_millis(1000),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn every_connection_stays_busy_so_throughput_is_concurrency_over_latency() {
+        // Each request is held 2 ms: a closed loop over 4 connections has 4 in flight all the
+        // time, so by Little's law it answers 4 / latency per second.
+        let addr = server(|_| (200, Duration::from_millis(2)));
+        let marks = std::sync::atomic::AtomicU32::new(0);
+        let at_window = || {
+            marks.fetch_add(1, Ordering::Relaxed);
+            Some(WindowMark::default())
+        };
+        let r = closed::run(&spec(addr, 4), &get(), &[], &at_window).unwrap();
+        assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+        assert_eq!(r.latency.count(), r.ok);
+        let mean = r.latency.summary().mean / 1e6;
+        let little = 4.0 / mean;
+        assert!(
+            (r.rate() - little).abs() / little < 0.1,
+            "{} rps, Little's law {little}",
+            r.rate()
+        );
+        assert!(r.rate() < 2000.0 && r.rate() > 500.0, "{} rps", r.rate());
+        assert!((r.window.as_secs_f64() - 1.0).abs() < 0.05, "{:?}", r.window);
+        assert_eq!(marks.load(Ordering::Relaxed), 2, "read at the window's start and end");
+        assert!(r.marks.is_some() && r.cpu_times.is_some());
+        assert!(r.load_cpu > Duration::ZERO && r.load_cpu < r.window);
+    }
+
+    #[test]
+    fn failures_are_counted_and_the_loop_goes_on() {
+        // Every other request answers 500; the loop counts them and keeps its pace.
+        let addr = server(|n| (if n % 2 == 1 { 500 } else { 200 }, Duration::from_millis(1)));
+        let r = closed::run(&spec(addr, 2), &get(), &[], &|| None).unwrap();
+        assert!(r.ok > 100 && r.errors.status > 100, "{} ok, {:?}", r.ok, r.errors);
+        let ratio = r.errors.status as f64 / r.ok as f64;
+        assert!((ratio - 1.0).abs() < 0.1, "{ratio}");
+        assert_eq!(r.marks, None);
+        // Nobody listening: an error at once, not a hang.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        assert!(closed::run(&spec(dead, 1), &get(), &[], &|| None).is_err());
+    }
 }

@@ -93,7 +93,7 @@ fn head_len(buf: &[u8]) -> Option<usize> {
 }
 
 /// The response at the start of `buf` and its length, once it is all there.
-fn parse(buf: &[u8]) -> std::io::Result<Option<(Answer, usize)>> {
+pub(super) fn parse(buf: &[u8]) -> std::io::Result<Option<(Answer, usize)>> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     let head = match response.parse(buf) {
