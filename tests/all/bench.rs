@@ -211,3 +211,136 @@ fn the_demo_resizes_a_jpeg_and_refuses_what_is_not_one() {
     let huge = http(gw.addr, "POST", "/resize", &[("content-length", "9437184")], b"");
     assert_eq!((huge.status, huge.error().as_str()), (413, "body_too_large"));
 }
+
+mod capacity {
+    //! The capacity mode against fake servers of known cost (`edgegate bench-fake`): what it
+    //! measures of them, and the verdicts it gives.
+    //!
+    //! These measure CPU, so they run alone: `#[ignore]`d in the parallel run, and run by
+    //! `scripts/test` afterwards with `-- --ignored --test-threads=1`. A test running beside
+    //! them would be other processes on their CPUs, which is what one of them checks for.
+
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use edgegate_bench::affinity::{CpuPlan, available_cpus};
+    use edgegate_bench::lab::capacity::{self, CapacitySettings};
+    use edgegate_bench::load::RequestTemplate;
+    use edgegate_bench::results::Capacity;
+    use edgegate_bench::runtimes::Server;
+    use edgegate_bench::verdict::{self, Verdict};
+    use edgegate_bench::workload::Workload;
+
+    fn get() -> RequestTemplate {
+        RequestTemplate {
+            method: http::Method::GET,
+            uri: http::Uri::from_static("/"),
+            headers: Vec::new(),
+            body: bytes::Bytes::new(),
+            expect: 200,
+        }
+    }
+
+    fn cpus() -> CpuPlan {
+        let cpus = CpuPlan::new(&available_cpus().unwrap(), true);
+        assert!(
+            cpus.pinned(),
+            "the capacity tests need two CPUs: one for load, one for the server"
+        );
+        cpus
+    }
+
+    /// `edgegate bench-fake` on the server CPUs.
+    fn fake(cpus: &CpuPlan, args: &[&str]) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"));
+        command.args(["bench-fake", "--listen", &addr.to_string()]).args(args);
+        Server::start(&mut command, addr, cpus, &get(), Duration::from_secs(30)).unwrap()
+    }
+
+    fn settings(rounds: usize, connections: usize) -> CapacitySettings {
+        CapacitySettings {
+            rounds,
+            warmup: Duration::from_millis(300),
+            duration: Duration::from_secs(1),
+            probe: (Duration::from_millis(100), Duration::from_millis(300)),
+            connections: vec![connections],
+            growth: 0.03,
+            wrk: None,
+        }
+    }
+
+    fn measure(servers: &[&Server], settings: &CapacitySettings, cpus: &CpuPlan) -> Vec<Capacity> {
+        for server in servers {
+            server.pause();
+        }
+        let templates: Arc<[RequestTemplate]> = Arc::from(vec![get()]);
+        capacity::measure(servers, Workload::DbLookup, &templates, settings, cpus, &|_| ()).unwrap()
+    }
+
+    fn rps(c: &Capacity) -> Vec<f64> {
+        c.rounds.iter().map(|r| r.rps).collect()
+    }
+
+    #[test]
+    #[ignore = "measures CPU: run alone, as scripts/test does"]
+    fn a_server_of_known_cost_is_measured_within_ten_percent() {
+        let cpus = cpus();
+        let server = fake(&cpus, &["--burn", "500us"]);
+        let c = measure(&[&server], &settings(3, 4), &cpus).remove(0);
+        let cpu = c.cpu_us().unwrap().median;
+        let rate = c.rps().unwrap().median;
+        // 500 µs burned per request, and the fake's own read, write and thread switch (about
+        // 25 µs here): within 10 %.
+        assert!((500.0..550.0).contains(&cpu), "{cpu} µs per request: {c:?}");
+        // Its one CPU kept busy: a second of it over the CPU each answer costs.
+        assert!(c.saturated(), "{c:?}");
+        assert!((rate * cpu / 1e6 - 1.0).abs() < 0.1, "{rate} req/s × {cpu} µs: {c:?}");
+        assert!((1e6 / 550.0..1e6 / 500.0).contains(&rate), "{rate} req/s");
+    }
+
+    #[test]
+    #[ignore = "measures CPU: run alone, as scripts/test does"]
+    fn a_starved_generator_marks_the_figure_a_lower_bound_and_names_itself() {
+        let cpus = cpus();
+        // A cheap server, and four busy processes on the generator's CPU: the generator gets
+        // a fifth of it, too little to keep the server busy.
+        let server = fake(&cpus, &["--burn", "2us"]);
+        let mut burners: Vec<_> = (0..4)
+            .map(|_| {
+                let mut spin = std::process::Command::new("sh");
+                spin.args(["-c", "while :; do :; done"]);
+                cpus.spawn_load(&mut spin).unwrap()
+            })
+            .collect();
+        let c = measure(&[&server], &settings(2, 16), &cpus).remove(0);
+        for burner in &mut burners {
+            let _ = burner.kill();
+            let _ = burner.wait();
+        }
+        assert!(!c.saturated(), "{c:?}");
+        let why = c.rounds[0].bottleneck().unwrap();
+        assert!(why.contains("load generator"), "{why}");
+        let foreign = c.rounds[0].foreign.unwrap().load_pct.unwrap();
+        assert!(foreign > 50.0, "the burners show as other processes: {foreign} %");
+        assert!(!c.rounds[0].calm());
+    }
+
+    #[test]
+    #[ignore = "measures CPU: run alone, as scripts/test does"]
+    fn identical_servers_are_no_difference_and_a_stalling_one_loses() {
+        let cpus = cpus();
+        let (a, b) = (fake(&cpus, &["--burn", "100us"]), fake(&cpus, &["--burn", "100us"]));
+        let stalling =
+            fake(&cpus, &["--burn", "100us", "--stall-every", "200ms", "--stall-for", "40ms"]);
+        let measured = measure(&[&a, &b, &stalling], &settings(5, 8), &cpus);
+        let (a, b, stalling) = (&measured[0], &measured[1], &measured[2]);
+        let same = verdict::compare(&rps(a), &rps(b), true);
+        assert!(matches!(same, Verdict::NoDifference(_)), "{same:?}: {:?} {:?}", rps(a), rps(b));
+        // Stalled a fifth of the time, it answers about a fifth less.
+        let stalled = verdict::compare(&rps(a), &rps(stalling), true);
+        assert!(matches!(stalled, Verdict::First(r) if r.ratio > 1.1), "{stalled:?}");
+    }
+}

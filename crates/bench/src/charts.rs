@@ -1,9 +1,10 @@
 //! The report's SVG charts, drawn with plotters (its SVG backend writes text as SVG `<text>`,
 //! so no font is embedded).
 //!
-//! Per workload: `latency-NAME.svg` (p50 and p99 against rate, per runtime), `cdf-NAME.svg`
-//! (the latency distribution at the lowest rate) and `cpu-NAME.svg` (server CPU per request
-//! against rate).
+//! `capacity.svg`: answers per second per runtime and workload with the server's CPU kept busy,
+//! the bar at the median round and a whisker from the lowest to the highest. Per workload:
+//! `latency-NAME.svg` (p50 and p99 against rate, per runtime), `cdf-NAME.svg` (the latency
+//! distribution at the lowest rate) and `cpu-NAME.svg` (server CPU per request against rate).
 
 use std::path::Path;
 
@@ -27,6 +28,9 @@ fn colour(runtime: Runtime) -> RGBColor {
 /// Writes every chart into `dir`; returns their file names.
 pub fn write_all(results: &Results, dir: &Path) -> anyhow::Result<Vec<String>> {
     let mut names = Vec::new();
+    if capacity(results, &dir.join("capacity.svg"))? {
+        names.push("capacity.svg".to_string());
+    }
     for workload in results.workloads() {
         for (kind, draw) in [
             ("latency", latency as fn(&Results, Workload, &Path) -> anyhow::Result<bool>),
@@ -173,4 +177,76 @@ fn cpu(results: &Results, workload: Workload, path: &Path) -> anyhow::Result<boo
         .collect();
     let caption = format!("{}: server CPU per request", workload.name());
     draw(path, &caption, "requests per second", "CPU µs per request (log)", &series, false)
+}
+
+/// Grouped bars: one group per workload, one bar per runtime at its median round, a whisker
+/// from its lowest round to its highest.
+fn capacity(results: &Results, path: &Path) -> anyhow::Result<bool> {
+    let workloads = results.capacity_workloads();
+    let runtimes: Vec<&RuntimeResult> =
+        results.measured().filter(|r| !r.capacity.is_empty()).collect();
+    let top = runtimes
+        .iter()
+        .flat_map(|r| r.capacity.iter().filter_map(|c| c.rps()))
+        .map(|s| s.max)
+        .fold(0.0, f64::max);
+    if workloads.is_empty() || top <= 0.0 {
+        return Ok(false);
+    }
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let groups = workloads.len() as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("capacity: answers per second, server CPU kept busy", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0.0..groups, 0.0..top * 1.15)
+        .map_err(plot_error)?;
+    let names: Vec<&str> = workloads.iter().map(|w| w.name()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(workloads.len() * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 0.01 {
+                names.get(i).map_or("", |n| n).to_string()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("requests per second")
+        .y_label_formatter(&|v| format!("{:.0}k", v / 1000.0))
+        .draw()
+        .map_err(plot_error)?;
+    let width = 0.8 / runtimes.len().max(1) as f64;
+    for (k, r) in runtimes.iter().enumerate() {
+        let c = colour(r.runtime);
+        let mut bars = Vec::new();
+        let mut whiskers = Vec::new();
+        for (g, &workload) in workloads.iter().enumerate() {
+            let Some(s) = r.capacity_of(workload).and_then(|c| c.rps()) else { continue };
+            let x = g as f64 + 0.1 + k as f64 * width;
+            bars.push(Rectangle::new([(x, 0.0), (x + width * 0.9, s.median)], c.filled()));
+            let mid = x + width * 0.45;
+            whiskers
+                .push(PathElement::new(vec![(mid, s.min), (mid, s.max)], BLACK.stroke_width(1)));
+        }
+        chart
+            .draw_series(bars)
+            .map_err(plot_error)?
+            .label(r.runtime.name())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+        chart.draw_series(whiskers).map_err(plot_error)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(plot_error)?;
+    root.present().map_err(plot_error)?;
+    Ok(true)
 }

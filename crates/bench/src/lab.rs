@@ -19,12 +19,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::affinity::CpuPlan;
 use crate::load::{self, LoadSpec, RequestTemplate};
 use crate::procfs;
-use crate::results::{Check, ColdStart, Meta, Results, RuntimeResult};
+use crate::results::{Check, ColdStart, Meta, Results, RuntimeResult, Spread};
 use crate::runtimes::{Environment, Prepared, Runtime, Server};
 use crate::workload::{Expect, Fixtures, Workload};
 
@@ -154,12 +156,11 @@ impl<F: Fn(String)> Lab<'_, F> {
         let name = runtime.name();
         let mut result = RuntimeResult::new(runtime, Some(prepared.version.clone()));
         let probe = &self.fixtures.requests(Workload::StaticJson)[0].0;
-        let server = self.cold_starts(prepared, probe, &mut result.cold_start)?;
+        let server = self.cold_starts(prepared, probe, &mut result)?;
         for start in &result.cold_start {
             (self.say)(format!("{name}: {}: {:.1} ms", start.what, start.ms));
         }
         self.progress.inc(1);
-        result.idle_rss_mb = procfs::sample(server.pid()).ok().map(|s| mb(s.rss));
         for &workload in &self.plan.workloads {
             let check = check_answers(server.addr, &self.fixtures.requests(workload));
             let ok = check.is_ok();
@@ -319,30 +320,59 @@ impl<F: Fn(String)> Lab<'_, F> {
         Ok(())
     }
 
-    /// Starts the runtime twice (the second start, with the files in the page cache, is the
-    /// one reported for every runtime); edgegate also once with an empty module cache and once
-    /// after a new version of one module. Returns the last server, still running.
+    /// Starts the runtime once to warm the page cache, then [`Plan::starts`] times (the start
+    /// reported for every runtime, with its resident memory after each); edgegate also once
+    /// with an empty module cache and once after a new version of one module. Returns the
+    /// last server, still running.
     fn cold_starts(
         &self,
         prepared: &Prepared,
         probe: &RequestTemplate,
-        out: &mut Vec<ColdStart>,
+        result: &mut RuntimeResult,
     ) -> anyhow::Result<Server> {
-        let mut start = |what: &str| -> anyhow::Result<Server> {
-            let server = prepared.start(self.cpus, probe, START_TIMEOUT)?;
-            out.push(ColdStart { what: what.into(), ms: ms(server.started_in) });
-            Ok(server)
+        let start = || prepared.start(self.cpus, probe, START_TIMEOUT);
+        let once = |what: &str, server: &Server| ColdStart {
+            what: what.into(),
+            ms: ms(server.started_in),
+            rounds: Vec::new(),
         };
-        if prepared.runtime == Runtime::Edgegate {
+        let edgegate = prepared.runtime == Runtime::Edgegate;
+        if edgegate {
             self.env.clear_module_cache()?;
-            start("first start, no module compiled yet")?.stop();
-            start("start, modules cached")?.stop();
-            self.env.deploy_echo_json(1).map_err(anyhow::Error::msg)?;
-            start("start after a new echo-json version (it compiles, the rest are cached)")
+            let first = start()?;
+            result.cold_start.push(once("first start, no module compiled yet", &first));
+            first.stop();
         } else {
-            prepared.start(self.cpus, probe, START_TIMEOUT)?.stop();
-            start("start")
+            start()?.stop();
         }
+        let mut repeated = ColdStart {
+            what: if edgegate { "start, modules cached" } else { "start" }.into(),
+            ..ColdStart::default()
+        };
+        let mut last = None;
+        for _ in 0..self.plan.starts.max(1) {
+            if let Some(server) = last.take() {
+                Server::stop(server);
+            }
+            let server = start()?;
+            repeated.rounds.push(ms(server.started_in));
+            let rss = procfs::sample(server.pid()).ok().map(|s| mb(s.rss));
+            result.idle_rss_rounds.extend(rss);
+            last = Some(server);
+        }
+        repeated.ms = Spread::of(repeated.rounds.iter().copied()).map_or(0.0, |s| s.median);
+        result.idle_rss_mb = Spread::of(result.idle_rss_rounds.iter().copied()).map(|s| s.median);
+        result.cold_start.push(repeated);
+        let server = last.context("no start")?;
+        if !edgegate {
+            return Ok(server);
+        }
+        server.stop();
+        self.env.deploy_echo_json(1).map_err(anyhow::Error::msg)?;
+        let server = start()?;
+        let what = "start after a new echo-json version (it compiles, the rest are cached)";
+        result.cold_start.push(once(what, &server));
+        Ok(server)
     }
 
     fn spec(&self, server: &Server, rate: f64, warmup: Duration, duration: Duration) -> LoadSpec {

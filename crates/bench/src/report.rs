@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
-use crate::results::{CrossCheck, Percentiles, Results, RuntimeResult, Steal};
-use crate::runtimes::Runtime;
+use crate::results::{CrossCheck, Percentiles, Results, Steal};
+
+mod capacity;
+mod matrix;
 
 impl Results {
     /// Writes `results.json`, `report.md` and the charts into `dir`.
@@ -46,6 +48,16 @@ impl Results {
                 ),
             };
         }
+        if !self.capacity_workloads().is_empty() {
+            let _ = writeln!(
+                w,
+                "- capacity: a closed loop with the server's CPU kept busy, in rounds, the runtimes taking turns ([below](#capacity))"
+            );
+        }
+        if self.workloads().is_empty() {
+            let _ = writeln!(w);
+            return self.sections(charts, out);
+        }
         let _ = writeln!(
             w,
             "- load: open loop at a constant rate, {} keep-alive connections, {:.1} s warm-up then {:.1} s recorded per run; latency from each request's due time (coordinated omission corrected)",
@@ -59,12 +71,21 @@ impl Results {
                 m.warmup_s / m.rounds as f64
             );
         }
-        let _ = writeln!(
-            w,
-            "- saturation: the highest rate whose p99 stays under {:.0} µs ({:.0} ms for image-resize and mixed) with no errors; a rate fails when two probes at it fail\n",
-            m.bounds_us.0,
-            m.bounds_us.1 / 1000.0
-        );
+        if self.measured().any(|r| !r.saturation.is_empty()) {
+            let _ = writeln!(
+                w,
+                "- saturation (latency-bounded, not a capacity): the highest rate whose p99 stays under {:.0} µs ({:.0} ms for image-resize and mixed) with no errors; a rate fails when two probes at it fail",
+                m.bounds_us.0,
+                m.bounds_us.1 / 1000.0
+            );
+        }
+        let _ = writeln!(w);
+        self.sections(charts, out)
+    }
+
+    /// Everything after the header.
+    fn sections(&self, charts: &[String], mut out: String) -> String {
+        let w = &mut out;
         let _ = writeln!(w, "## Runtimes\n");
         let _ = writeln!(w, "| runtime | version | status |\n|---|---|---|");
         for r in &self.runtimes {
@@ -93,8 +114,15 @@ impl Results {
                 status.replace('|', "\\|")
             );
         }
+        capacity::section(self, w);
+        if !self.workloads().is_empty() {
+            let _ = writeln!(
+                w,
+                "## Latency at comparable load\n\nAn open loop at constant rates; for the light workloads, shares of the slowest runtime's capacity on each, so that every runtime is compared where it works, not where all of them idle. Latency is from each request's due time."
+            );
+        }
         for workload in self.workloads() {
-            let _ = writeln!(w, "\n## {}\n", workload.name());
+            let _ = writeln!(w, "\n### {}\n", workload.name());
             let _ = writeln!(
                 w,
                 "| runtime | rate | achieved | p50 µs | p95 µs | p99 µs | p99.9 µs | max µs | stddev µs | errors | CPU µs/req | peak RSS MiB | steal % server / load | calm p99 µs (slices) |"
@@ -172,13 +200,40 @@ impl Results {
         }
         let _ = writeln!(
             w,
-            "\n## Cold start\n\nFrom spawning the process to its first correct answer (the second start of each, files in the page cache).\n"
+            "\n## Cold start\n\nFrom spawning the process to its first correct answer, after one start to bring its files into the page cache; the median of the starts [min–max] when repeated.\n"
         );
-        let _ = writeln!(w, "| runtime | start | ms |\n|---|---|---|");
+        let _ = writeln!(w, "| runtime | start | ms | starts |\n|---|---|---|---|");
         for r in self.measured() {
             for c in &r.cold_start {
-                let _ = writeln!(w, "| {} | {} | {:.1} |", r.runtime.name(), c.what, c.ms);
+                let range = crate::results::Spread::of(c.rounds.iter().copied())
+                    .filter(|_| c.rounds.len() > 1)
+                    .map_or(String::new(), |s| format!(" [{:.1}–{:.1}]", s.min, s.max));
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {:.1}{range} | {} |",
+                    r.runtime.name(),
+                    c.what,
+                    c.ms,
+                    c.rounds.len().max(1)
+                );
             }
+        }
+        self.memory(w);
+        self.cross_checks(w);
+        matrix::write(self, w);
+        if !charts.is_empty() {
+            let _ = writeln!(w, "\n## Charts\n");
+            for chart in charts {
+                let _ = writeln!(w, "![{chart}]({chart})");
+            }
+        }
+        out
+    }
+
+    /// Memory under load, when there were fixed-rate runs.
+    fn memory(&self, w: &mut String) {
+        if self.workloads().is_empty() {
+            return;
         }
         let _ = writeln!(
             w,
@@ -206,17 +261,6 @@ impl Results {
             w,
             "\nFor edgegate, a request in flight is a live Wasm instance: the last column is memory per concurrent instance (peak RSS growth over the most instances alive at once)."
         );
-        self.cross_checks(w);
-        let _ =
-            writeln!(w, "\n## Decision matrix: Wasm (edgegate) against V8 (Node.js, workerd)\n");
-        self.decision_matrix(w);
-        if !charts.is_empty() {
-            let _ = writeln!(w, "\n## Charts\n");
-            for chart in charts {
-                let _ = writeln!(w, "![{chart}]({chart})");
-            }
-        }
-        out
     }
 
     /// The cross-checks with wrk, round by round, and whether the medians agree.
@@ -270,79 +314,6 @@ impl Results {
             );
         }
     }
-
-    /// Rows measured here replace opinion; rows that were not measured say so.
-    fn decision_matrix(&self, w: &mut String) {
-        let edgegate = self.result(Runtime::Edgegate);
-        let v8: Vec<&RuntimeResult> =
-            [Runtime::Node, Runtime::Workerd].into_iter().filter_map(|r| self.result(r)).collect();
-        let _ = writeln!(
-            w,
-            "| question | edgegate | best V8 | verdict | source |\n|---|---|---|---|---|"
-        );
-        let Some(edgegate) = edgegate else {
-            let _ = writeln!(w, "| (edgegate did not run: nothing to compare) | | | | |");
-            return;
-        };
-        // One measured row: `metric` of edgegate against the best V8 runtime's, "best" being the
-        // lowest or the highest as `lower_wins` says; "not measured" where either is missing.
-        let row = |w: &mut String,
-                   question: &str,
-                   metric: &dyn Fn(&RuntimeResult) -> Option<f64>,
-                   unit: &str,
-                   lower_wins: bool| {
-            let ours = metric(edgegate);
-            let theirs = v8
-                .iter()
-                .filter_map(|r| Some((metric(r)?, r.runtime)))
-                .min_by(|a, b| if lower_wins { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) });
-            let verdict = match (ours, theirs) {
-                (Some(a), Some((b, _))) if b > 0.0 && a > 0.0 => {
-                    let ratio = a / b;
-                    let better = if lower_wins { ratio < 1.0 } else { ratio > 1.0 };
-                    format!("{} ({ratio:.2}×)", if better { "Wasm" } else { "V8" })
-                }
-                _ => "not measured".into(),
-            };
-            let ours = ours.map_or("–".to_string(), |v| format!("{v:.1} {unit}"));
-            let theirs =
-                theirs.map_or("–".into(), |(v, rt)| format!("{v:.1} {unit} ({})", rt.name()));
-            let _ = writeln!(w, "| {question} | {ours} | {theirs} | {verdict} | measured |");
-        };
-        for workload in self.workloads() {
-            let Some(&rate) = self.rates(workload).first() else { continue };
-            let name = workload.name();
-            let p99 = |r: &RuntimeResult| r.run(workload, rate).map(|run| run.latency.p99);
-            row(w, &format!("p99 latency, {name} at {rate:.0} rps"), &p99, "µs", true);
-            let cpu =
-                |r: &RuntimeResult| r.run(workload, rate).and_then(|run| run.cpu_us_per_request);
-            row(w, &format!("server CPU per request, {name}"), &cpu, "µs", true);
-            if edgegate.saturation_of(workload).is_some() {
-                let sat = |r: &RuntimeResult| r.saturation_of(workload).and_then(|s| s.rate);
-                row(w, &format!("saturation rate, {name}"), &sat, "rps", false);
-            }
-        }
-        let start = |r: &RuntimeResult| {
-            r.cold_start
-                .iter()
-                .find(|c| c.what == "start" || c.what == "start, modules cached")
-                .map(|c| c.ms)
-        };
-        row(w, "cold start, process to first answer", &start, "ms", true);
-        row(w, "resident memory after start", &|r| r.idle_rss_mb, "MiB", true);
-        let _ = writeln!(
-            w,
-            "| isolation between requests | a fresh instance per request | an isolate reused across requests | Wasm | design (docs/architecture.md), not measured |"
-        );
-        let _ = writeln!(
-            w,
-            "| garbage-collection pauses | none (no GC; a bump arena dropped with the instance) | V8's GC | Wasm | design, not measured |"
-        );
-        let _ = writeln!(
-            w,
-            "| worker languages and libraries | Rust (no_std guest) | JavaScript and npm | V8 | opinion, not measured |"
-        );
-    }
 }
 
 /// The smallest to the largest of some percentages, as "lo–hi %"; `None` when there are none.
@@ -359,6 +330,7 @@ mod tests {
     use crate::latency::Summary;
     use crate::results::tests::{check, round};
     use crate::results::{Calm, Meta, Run, RuntimeResult, Steal};
+    use crate::runtimes::Runtime;
     use crate::workload::Workload;
 
     #[test]

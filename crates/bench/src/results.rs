@@ -65,6 +65,9 @@ pub struct RuntimeResult {
     pub cold_start: Vec<ColdStart>,
     /// Resident memory after start, MiB.
     pub idle_rss_mb: Option<f64>,
+    /// The same after each repeated start, MiB.
+    #[serde(default)]
+    pub idle_rss_rounds: Vec<f64>,
     /// Whether each workload was answered correctly (a wrong answer is not measured).
     pub checks: Vec<Check>,
     /// Fixed-rate runs.
@@ -172,6 +175,7 @@ impl RuntimeResult {
             failed: None,
             cold_start: Vec::new(),
             idle_rss_mb: None,
+            idle_rss_rounds: Vec::new(),
             checks: Vec::new(),
             runs: Vec::new(),
             saturation: Vec::new(),
@@ -207,12 +211,16 @@ impl RuntimeResult {
 }
 
 /// One start-up time.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ColdStart {
     /// Which start.
     pub what: String,
-    /// From spawning the process to the first correct answer, ms.
+    /// From spawning the process to the first correct answer, ms (the median when it was
+    /// repeated).
     pub ms: f64,
+    /// Each time, when it was repeated.
+    #[serde(default)]
+    pub rounds: Vec<f64>,
 }
 
 /// Whether a workload was answered correctly.
@@ -572,16 +580,24 @@ impl Results {
         self.runtimes.iter().filter(|r| r.missing.is_none())
     }
 
-    /// `runtime`'s result, if it produced runs.
+    /// `runtime`'s result, if it measured anything.
     pub fn result(&self, runtime: Runtime) -> Option<&RuntimeResult> {
-        self.ran().find(|r| r.runtime == runtime && !r.runs.is_empty())
+        self.measured().find(|r| r.runtime == runtime)
     }
 
-    /// The workloads that were run by anyone, in report order.
+    /// The workloads that were run at fixed rates by anyone, in report order.
     pub fn workloads(&self) -> Vec<Workload> {
         Workload::ALL
             .into_iter()
             .filter(|w| self.ran().any(|r| r.runs.iter().any(|run| run.workload == *w)))
+            .collect()
+    }
+
+    /// The workloads whose capacity anyone measured, in report order.
+    pub fn capacity_workloads(&self) -> Vec<Workload> {
+        Workload::ALL
+            .into_iter()
+            .filter(|w| self.ran().any(|r| r.capacity_of(*w).is_some()))
             .collect()
     }
 
@@ -598,9 +614,9 @@ impl Results {
         rates
     }
 
-    /// The runtimes that produced runs.
+    /// The runtimes that measured anything: fixed-rate runs or capacity.
     pub fn measured(&self) -> impl Iterator<Item = &RuntimeResult> {
-        self.ran().filter(|r| !r.runs.is_empty())
+        self.ran().filter(|r| !r.runs.is_empty() || !r.capacity.is_empty())
     }
 }
 

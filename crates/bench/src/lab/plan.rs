@@ -57,6 +57,9 @@ pub struct Plan {
     pub load_fractions: Vec<f64>,
     /// Capacity only: no fixed-rate runs, no saturation search.
     pub capacity_only: bool,
+    /// How many times each runtime is started and timed (after one start to warm the page
+    /// cache): a verdict on start times needs five.
+    pub starts: usize,
 }
 
 /// The connection counts a capacity ramp tries.
@@ -114,6 +117,7 @@ impl Plan {
             },
             load_fractions: vec![0.5],
             capacity_only: false,
+            starts: 1,
         }
     }
 
@@ -127,6 +131,7 @@ impl Plan {
             capacity_settings: Self::full_capacity(),
             load_fractions: Vec::new(),
             capacity_only: true,
+            starts: 5,
             ..quick
         }
     }
@@ -153,6 +158,7 @@ impl Plan {
             capacity: light(),
             capacity_settings: Self::full_capacity(),
             load_fractions: vec![0.25, 0.5, 0.75, 0.9],
+            starts: 5,
             rates: vec![2000.0, 5000.0, 10000.0],
             heavy_rates: vec![5.0, 10.0, 20.0],
             warmup: Duration::from_secs(2),
