@@ -1,12 +1,27 @@
-// The Node.js comparator: the four workloads on node:http, with node:crypto for the token and
+// The Node.js comparator: the five workloads on node:http, with node:crypto for the token and
 // sharp (libvips) for the image. Started by `edgegate bench`; settings come from:
 //   EDGEGATE_BENCH_PORT      the loopback port to listen on
 //   EDGEGATE_BENCH_SECRET    the HS256 secret
 //   EDGEGATE_BENCH_PROFILES  a JSON file of { key: value } for the db-lookup store
+//   EDGEGATE_BENCH_CATALOG   the json-transform catalog, KV seed lines (NDJSON)
+//
+// GET /__lab/gc answers with the garbage-collection pauses since the last such request, as V8
+// reported them to perf_hooks: { count, major, total_ms, max_ms }.
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
 import sharp from 'sharp';
 import { makeApp } from './workloads.mjs';
+
+let gc = { count: 0, major: 0, total_ms: 0, max_ms: 0 };
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    gc.count += 1;
+    if (entry.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.major += 1;
+    gc.total_ms += entry.duration;
+    gc.max_ms = Math.max(gc.max_ms, entry.duration);
+  }
+}).observe({ entryTypes: ['gc'] });
 
 // No result cache: every request does its own work, as in the other runtimes.
 sharp.cache(false);
@@ -14,11 +29,19 @@ sharp.cache(false);
 const handle = makeApp({
   secret: process.env.EDGEGATE_BENCH_SECRET,
   profiles: JSON.parse(readFileSync(process.env.EDGEGATE_BENCH_PROFILES, 'utf8')),
+  catalog: readFileSync(process.env.EDGEGATE_BENCH_CATALOG, 'utf8'),
   resize: (jpeg) =>
     sharp(jpeg).resize(640, 480, { fit: 'fill', kernel: 'linear' }).jpeg({ quality: 80 }).toBuffer(),
 });
 
 const server = http.createServer((req, res) => {
+  if (req.url === '/__lab/gc') {
+    const out = JSON.stringify(gc);
+    gc = { count: 0, major: 0, total_ms: 0, max_ms: 0 };
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': out.length });
+    res.end(out);
+    return;
+  }
   const chunks = [];
   req.on('data', (chunk) => chunks.push(chunk));
   req.on('end', async () => {

@@ -1,5 +1,5 @@
 # The workerd comparator's configuration. `edgegate bench` copies this file, the modules it
-# embeds and a generated profiles.json into one directory, and starts
+# embeds and a generated profiles.json and catalog.ndjson into one directory, and starts
 #   workerd serve workerd.capnp --socket-addr http=127.0.0.1:PORT
 using Workerd = import "/workerd/workerd.capnp";
 
@@ -16,6 +16,7 @@ const bench :Workerd.Worker = (
     (name = "jpeg-decoder.js", commonJsModule = embed "jpeg-decoder.js"),
     (name = "jpeg-encoder.js", commonJsModule = embed "jpeg-encoder.js"),
     (name = "profiles.json", json = embed "profiles.json"),
+    (name = "catalog.ndjson", text = embed "catalog.ndjson"),
   ],
   bindings = [(name = "SECRET", fromEnvironment = "EDGEGATE_BENCH_SECRET")],
   compatibilityDate = "2026-11-01",

@@ -1,4 +1,4 @@
-// The four workloads, as plain JavaScript shared by the Node.js server (server.mjs) and the
+// The five workloads, as plain JavaScript shared by the Node.js server (server.mjs) and the
 // workerd module worker (worker.mjs): the same logic, and the same answers, as edgegate's
 // workers and the native Rust server (see crates/bench/src/workload.rs).
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -9,13 +9,32 @@ const ROUTES = ['service-a', 'service-b'];
 const LEEWAY = 60;
 const MAX_TOKEN = 8192;
 
-const json = (status, value) => ({ status, type: 'application/json', body: JSON.stringify(value) });
+// As the json-transform worker (workers/json-transform/src/order.rs).
+const MAX_ITEMS = 64;
+const MAX_SKU = 64;
 
-// makeApp({ secret, profiles, resize }) → handle(method, path, authorization, body)
-//   profiles: { key: value-as-string }; resize: async (Uint8Array) → Uint8Array (a JPEG)
-//   handle returns { status, type, body } with body a string or a Uint8Array.
-export function makeApp({ secret, profiles, resize }) {
+const json = (status, value) => ({ status, type: 'application/json', body: JSON.stringify(value) });
+const text = (body) => Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+
+// The json-transform catalog, from KV seed lines ({"key": SKU, "value": product}): a Map of
+// objects, kept in the heap as a Node.js service would keep it.
+function loadCatalog(ndjson) {
+  const catalog = new Map();
+  for (const line of ndjson.split('\n')) {
+    if (line) {
+      const { key, value } = JSON.parse(line);
+      catalog.set(key, value);
+    }
+  }
+  return catalog;
+}
+
+// makeApp({ secret, profiles, catalog, resize }) → handle(method, path, authorization, body)
+//   profiles: { key: value-as-string }; catalog: NDJSON text; resize: async (Uint8Array) →
+//   Uint8Array (a JPEG). handle returns { status, type, body }, body a string or a Uint8Array.
+export function makeApp({ secret, profiles, catalog: catalogText, resize }) {
   const store = new Map(Object.entries(profiles));
+  const catalog = loadCatalog(catalogText);
   const key = Buffer.from(secret);
 
   function verify(token) {
@@ -60,14 +79,64 @@ export function makeApp({ secret, profiles, resize }) {
     return json(200, { upstream, set });
   }
 
+  // Prices an order: its lines from the catalog, totals per line and per category (sorted).
+  function summary(body) {
+    const invalid = json(400, { error: 'invalid_order' });
+    let order;
+    try {
+      order = JSON.parse(text(body));
+    } catch {
+      return invalid;
+    }
+    if (order === null || typeof order !== 'object') return invalid;
+    const { items } = order;
+    if (!Number.isSafeInteger(order.order) || order.order < 0) return invalid;
+    if (typeof order.currency !== 'string' || !Array.isArray(items)) return invalid;
+    // In the worker's order: the shape of every line, then the count, then the SKUs' lengths.
+    for (const item of items) {
+      if (item === null || typeof item !== 'object' || typeof item.sku !== 'string') return invalid;
+      if (!Number.isInteger(item.qty) || item.qty < 0 || item.qty > 0xffffffff) return invalid;
+    }
+    if (items.length > MAX_ITEMS) return json(422, { error: 'too_many_items' });
+    if (items.some(({ sku }) => sku.length === 0 || Buffer.byteLength(sku) > MAX_SKU)) return invalid;
+    const lines = [];
+    const categories = new Map();
+    let units = 0;
+    let total = 0;
+    for (const { sku, qty } of items) {
+      const product = catalog.get(sku);
+      if (product === undefined) return json(422, { error: 'unknown_sku', sku });
+      const line = product.price * qty;
+      const c = categories.get(product.category) ?? { units: 0, total: 0 };
+      c.units += qty;
+      c.total += line;
+      categories.set(product.category, c);
+      units += qty;
+      total += line;
+      lines.push({ sku, total: line });
+    }
+    if (!Number.isSafeInteger(total)) return invalid;
+    const names = [...categories.keys()].sort();
+    return json(200, {
+      order: order.order,
+      currency: order.currency,
+      items: items.length,
+      units,
+      lines,
+      categories: names.map((name) => ({ name, units: categories.get(name).units, total: categories.get(name).total })),
+      total,
+    });
+  }
+
   return async function handle(method, path, authorization, body) {
     if (path === '/echo' && method === 'POST') {
       try {
-        return json(200, JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')));
+        return json(200, JSON.parse(text(body)));
       } catch {
         return json(400, { error: 'invalid_json' });
       }
     }
+    if (path === '/orders/summary' && method === 'POST') return summary(body);
     if (path.startsWith('/auth/')) return auth(authorization);
     if (path.startsWith('/kv/')) {
       const k = path.slice(4);

@@ -13,7 +13,8 @@ use std::process::Command;
 const TARGET: &str = "wasm32-unknown-unknown";
 
 /// The demo workers, always built: the gateway binary embeds them.
-const WORKERS: &[&str] = &["echo-json", "auth-router", "kv-lookup", "fan-out", "image-resize"];
+const WORKERS: &[&str] =
+    &["echo-json", "auth-router", "kv-lookup", "fan-out", "image-resize", "json-transform"];
 
 /// Rust test programs, built with the `test-programs` feature.
 const RUST_PROGRAMS: &[&str] = &["hostile"];

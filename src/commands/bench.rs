@@ -184,21 +184,31 @@ pub struct BenchNativeCommand {
     /// JSON object).
     #[arg(long, value_name = "FILE")]
     profiles: PathBuf,
+    /// The json-transform catalog: a KV seed file of SKU to product JSON.
+    #[arg(long, value_name = "FILE")]
+    catalog: PathBuf,
 }
 
 impl BenchNativeCommand {
     /// Serves until killed.
     pub fn execute(self) -> anyhow::Result<()> {
-        let text = std::fs::read_to_string(&self.profiles)
-            .with_context(|| format!("reading {}", self.profiles.display()))?;
-        // The same seed format (and parser) as edgegate's KV namespaces.
-        let profiles = edgegate_kv::parse_seed(&text)
-            .with_context(|| format!("parsing {}", self.profiles.display()))?
-            .into_iter()
-            .map(|e| (String::from_utf8_lossy(&e.key).into_owned(), bytes::Bytes::from(e.value)));
         let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| workload::SECRET.into());
-        edgegate_bench::native::Native::new(secret.as_bytes(), profiles).serve(self.listen)
+        let profiles = read_seed(&self.profiles)?;
+        let catalog = read_seed(&self.catalog)?;
+        edgegate_bench::native::Native::new(secret.as_bytes(), profiles, catalog)?
+            .serve(self.listen)
     }
+}
+
+/// A KV seed file's entries, read with the same parser as edgegate's KV namespaces.
+fn read_seed(file: &Path) -> anyhow::Result<Vec<(String, bytes::Bytes)>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok(edgegate_kv::parse_seed(&text)
+        .with_context(|| format!("parsing {}", file.display()))?
+        .into_iter()
+        .map(|e| (String::from_utf8_lossy(&e.key).into_owned(), bytes::Bytes::from(e.value)))
+        .collect())
 }
 
 /// A fake server of known cost, for the lab's own tests: answers every request `200 ok`

@@ -69,14 +69,16 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
         let r = runtime(&results, name);
         assert!(r["missing"].is_null() && r["failed"].is_null(), "{name}: {r}");
         // Before any load, the lab checked each workload's answers: the same JSON bytes, the
-        // same 128-byte decision, the same profiles, a 640×480 JPEG.
+        // same 128-byte decision, the same profiles, the same 16 order summaries (each priced
+        // from the 100 000-product catalog), a 640×480 JPEG.
         let checks = r["checks"].as_array().unwrap();
-        assert_eq!(checks.len(), 5, "{name}");
+        assert_eq!(checks.len(), 6, "{name}");
         for check in checks {
             assert_eq!(check["ok"], true, "{name}: {check}");
         }
+        assert!(checks.iter().any(|c| c["workload"] == "json-transform"), "{name}");
         let runs = r["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 5, "{name}");
+        assert_eq!(runs.len(), 6, "{name}");
         for run in runs {
             // The runtimes took turns: three slices each, merged; at 4 requests/s the 300 ms
             // run is one slice (each slice has at least 10 requests due).
@@ -96,10 +98,19 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
             // CPU time comes in 10 ms ticks: a short run may read zero, never nothing.
             assert!(run["cpu_us_per_request"].as_f64().unwrap() >= 0.0, "{name}: {run}");
         }
-        assert!(!r["cold_start"].as_array().unwrap().is_empty(), "{name}");
+        // Starts without the catalog, then the one that loads it, for every runtime.
+        let starts = r["cold_start"].as_array().unwrap();
+        assert!(starts.len() >= 2, "{name}");
+        assert!(starts.last().unwrap()["what"].as_str().unwrap().contains("catalog"), "{name}");
+        // Node.js reported its garbage-collection pauses for every run; no other runtime
+        // has them.
+        for run in runs {
+            assert_eq!(run["gc"]["count"].is_u64(), name == "node", "{name}: {run}");
+        }
     }
-    // edgegate's extra starts: nothing compiled, all cached, one new module version.
-    assert_eq!(runtime(&results, "edgegate")["cold_start"].as_array().unwrap().len(), 3);
+    // edgegate's extra starts: nothing compiled, all cached, one new module version, and
+    // the catalog.
+    assert_eq!(runtime(&results, "edgegate")["cold_start"].as_array().unwrap().len(), 4);
 
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("each run is 3 slices per runtime"), "{report}");
@@ -107,8 +118,18 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
     // The idle CPUs' wait, read from this machine's /sys, is in the header.
     let idle = results["meta"]["idle"].as_str().unwrap();
     assert!(!idle.is_empty() && report.contains(&format!("- idle CPUs: {idle}\n")), "{report}");
-    for section in ["## static-json", "## db-lookup", "## Cold start", "## Decision matrix"] {
+    for section in [
+        "## static-json",
+        "## db-lookup",
+        "## json-transform",
+        "## Cold start",
+        "## Decision matrix",
+    ] {
         assert!(report.contains(section), "{section} missing from the report");
+    }
+    if runtimes.contains("node") {
+        assert!(report.contains("Garbage collection: the pauses V8 reported"), "{report}");
+        assert!(report.contains("| garbage-collection pauses, json-transform at 200 rps |"));
     }
     for chart in ["latency-db-lookup.svg", "cdf-static-json.svg", "cpu-auth-check.svg"] {
         let svg = std::fs::read_to_string(out.path().join(chart)).unwrap();

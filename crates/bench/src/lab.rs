@@ -144,6 +144,9 @@ struct Lab<'a, F: Fn(String)> {
 
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The start that loads json-transform's catalog, as the report names it.
+pub const CATALOG_START: &str = "start with json-transform's catalog (100 000 products)";
+
 /// The fewest requests due in one slice of a fixed-rate run: a run too short for its rate
 /// gets fewer slices.
 const MIN_SLICE: f64 = 10.0;
@@ -226,8 +229,8 @@ impl<F: Fn(String)> Lab<'_, F> {
     fn fixed_rates(&self, results: &mut [RuntimeResult], servers: &mut Vec<(usize, Server)>) {
         for &workload in &self.plan.workloads {
             let templates = self.templates(workload);
-            let slowest = slowest_capacity(results, workload);
-            for rate in self.plan.rates_of(workload, slowest) {
+            let reference = reference_capacity(results, workload);
+            for rate in self.plan.rates_of(workload, reference.map(|r| r.0)) {
                 let turns = Self::answering(results, servers, workload);
                 let rounds = match turns.len() {
                     0 | 1 => 1,
@@ -257,7 +260,8 @@ impl<F: Fn(String)> Lab<'_, F> {
                         let spec =
                             self.spec(server, rate, warmup, self.plan.duration / rounds as u32);
                         server.resume();
-                        let slice = into.add(server, &spec, &templates, self.cpus);
+                        let slice =
+                            self.slice(results[*index].runtime, server, into, &spec, &templates);
                         server.pause();
                         if let Err(e) = slice {
                             (self.say)(format!("{name}: FAILED: {e:#}"));
@@ -270,7 +274,9 @@ impl<F: Fn(String)> Lab<'_, F> {
                 for (&(index, _), gathered) in turns.iter().zip(gathered) {
                     let Some(gathered) = gathered else { continue };
                     let mut run = gathered.finish(workload, rate, self.plan.slack_of(workload));
-                    run.of_capacity = slowest.filter(|_| !workload.heavy()).map(|c| rate / c);
+                    if let Some((capacity, of)) = reference.filter(|_| !workload.heavy()) {
+                        run.of_capacity = Some((rate / capacity, of));
+                    }
                     (self.say)(format!(
                         "{} {} @ {rate} rps: p50 {:.0} µs, p99 {:.0} µs, {} errors, {:.1} µs CPU/req, steal {} %",
                         results[*index].runtime.name(),
@@ -286,6 +292,27 @@ impl<F: Fn(String)> Lab<'_, F> {
             }
         }
         servers.retain(|(index, _)| results[*index].failed.is_none());
+    }
+
+    /// One slice of a fixed-rate run into `into`; for Node.js, with the garbage-collection
+    /// pauses V8 reported meanwhile (read before, to start afresh, and after).
+    fn slice(
+        &self,
+        runtime: Runtime,
+        server: &Server,
+        into: &mut Gathered,
+        spec: &LoadSpec,
+        templates: &Arc<[RequestTemplate]>,
+    ) -> anyhow::Result<()> {
+        let gc = runtime == Runtime::Node;
+        if gc {
+            server.gc_pauses().context("reading Node.js's GC pauses")?;
+        }
+        into.add(server, spec, templates, self.cpus)?;
+        if gc {
+            into.add_gc(&server.gc_pauses().context("reading Node.js's GC pauses")?);
+        }
+        Ok(())
     }
 
     /// One runtime on its own: the saturation searches, then the cross-check.
@@ -322,8 +349,9 @@ impl<F: Fn(String)> Lab<'_, F> {
 
     /// Starts the runtime once to warm the page cache, then [`Plan::starts`] times (the start
     /// reported for every runtime, with its resident memory after each); edgegate also once
-    /// with an empty module cache and once after a new version of one module. Returns the
-    /// last server, still running.
+    /// with an empty module cache and once after a new version of one module. These starts
+    /// load no json-transform catalog, so that they time the runtime; the last start, with the
+    /// catalog, is reported on its own. Returns that server, still running.
     fn cold_starts(
         &self,
         prepared: &Prepared,
@@ -336,6 +364,7 @@ impl<F: Fn(String)> Lab<'_, F> {
             ms: ms(server.started_in),
             rounds: Vec::new(),
         };
+        prepared.write_catalog("")?;
         let edgegate = prepared.runtime == Runtime::Edgegate;
         if edgegate {
             self.env.clear_module_cache()?;
@@ -349,29 +378,26 @@ impl<F: Fn(String)> Lab<'_, F> {
             what: if edgegate { "start, modules cached" } else { "start" }.into(),
             ..ColdStart::default()
         };
-        let mut last = None;
         for _ in 0..self.plan.starts.max(1) {
-            if let Some(server) = last.take() {
-                Server::stop(server);
-            }
             let server = start()?;
             repeated.rounds.push(ms(server.started_in));
             let rss = procfs::sample(server.pid()).ok().map(|s| mb(s.rss));
             result.idle_rss_rounds.extend(rss);
-            last = Some(server);
+            server.stop();
         }
         repeated.ms = Spread::of(repeated.rounds.iter().copied()).map_or(0.0, |s| s.median);
         result.idle_rss_mb = Spread::of(result.idle_rss_rounds.iter().copied()).map(|s| s.median);
         result.cold_start.push(repeated);
-        let server = last.context("no start")?;
-        if !edgegate {
-            return Ok(server);
+        if edgegate {
+            self.env.deploy_echo_json(1).map_err(anyhow::Error::msg)?;
+            let server = start()?;
+            let what = "start after a new echo-json version (it compiles, the rest are cached)";
+            result.cold_start.push(once(what, &server));
+            server.stop();
         }
-        server.stop();
-        self.env.deploy_echo_json(1).map_err(anyhow::Error::msg)?;
+        prepared.write_catalog(&self.fixtures.catalog)?;
         let server = start()?;
-        let what = "start after a new echo-json version (it compiles, the rest are cached)";
-        result.cold_start.push(once(what, &server));
+        result.cold_start.push(once(CATALOG_START, &server));
         Ok(server)
     }
 
@@ -387,12 +413,17 @@ impl<F: Fn(String)> Lab<'_, F> {
     }
 }
 
-/// The slowest runtime's capacity on `workload` (the median of its rounds), if measured.
-fn slowest_capacity(results: &[RuntimeResult], workload: Workload) -> Option<f64> {
-    results
-        .iter()
-        .filter_map(|r| Some(r.capacity_of(workload)?.rps()?.median))
-        .min_by(f64::total_cmp)
+/// The capacity `workload`'s fixed rates are shares of (the median of its rounds), if
+/// measured: Node.js's for json-transform, whose question is what V8's collector does to the
+/// tail at a given share of Node's own capacity; the slowest runtime's for the others.
+/// Returns it with the runtime it is of.
+fn reference_capacity(results: &[RuntimeResult], workload: Workload) -> Option<(f64, Runtime)> {
+    let capacity = |r: &RuntimeResult| Some((r.capacity_of(workload)?.rps()?.median, r.runtime));
+    let node = results.iter().find(|r| r.runtime == Runtime::Node).and_then(capacity);
+    match node {
+        Some(node) if workload == Workload::JsonTransform => Some(node),
+        _ => results.iter().filter_map(capacity).min_by(|a, b| a.0.total_cmp(&b.0)),
+    }
 }
 
 /// A capacity as one line: median and range of answers per second and CPU per answer.

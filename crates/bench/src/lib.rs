@@ -1,7 +1,8 @@
 //! The benchmark lab behind `edgegate bench`: edgegate against Node.js, workerd and native
 //! Rust on the same workloads, measured the same way, reproducible with one command.
 //!
-//! * [`workload`]: the five workloads, their data, and the answer each runtime must give.
+//! * [`workload`]: the six workloads, their data, and the answer each runtime must give;
+//!   [`orders`] is json-transform's catalog and orders.
 //! * [`load`]: the open-loop constant-rate load generator (latency from each request's due
 //!   time), with [`latency`] histograms.
 //! * [`runtimes`]: starting, timing and stopping each runtime; [`native`] is the native one.
@@ -33,6 +34,7 @@ pub mod lab;
 pub mod latency;
 pub mod load;
 pub mod native;
+pub mod orders;
 pub mod procfs;
 pub mod report;
 pub mod results;

@@ -5,7 +5,8 @@
 //! worker's [`image_resize::resize_jpeg`], and the token is checked by the SDK's
 //! [`edgegate_sdk::jwt::verify`] (compiled natively, with `ring` as the key) under the same
 //! policy the gateway gives `auth-router`. Echo re-serializes through `serde_json` as
-//! `echo-json` does; lookups read a `HashMap`.
+//! `echo-json` does; lookups read a `HashMap`. Orders are priced by the `json-transform`
+//! worker's [`json_transform::order::summarize`], from a `HashMap` of parsed products.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -13,12 +14,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
 use bytes::Bytes;
 use edgegate_sdk::jwt::{self, Alg, Validation, Verifier};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use json_transform::order::{self, Product, Refusal};
 
 use crate::workload::ISSUER;
 
@@ -28,6 +31,7 @@ pub struct Native {
     key: Hs256,
     validation: Validation,
     store: RwLock<HashMap<String, Bytes>>,
+    catalog: HashMap<String, Product>,
     target: image_resize::Target,
 }
 
@@ -53,9 +57,22 @@ impl Verifier for Hs256 {
 const ROUTES: [&str; 2] = ["service-a", "service-b"];
 
 impl Native {
-    /// A server verifying with `secret` and serving `profiles`.
-    pub fn new(secret: &[u8], profiles: impl IntoIterator<Item = (String, Bytes)>) -> Self {
-        Self {
+    /// A server verifying with `secret`, serving `profiles`, and pricing orders from `catalog`
+    /// (SKU and the product's JSON).
+    pub fn new(
+        secret: &[u8],
+        profiles: impl IntoIterator<Item = (String, Bytes)>,
+        catalog: impl IntoIterator<Item = (String, Bytes)>,
+    ) -> anyhow::Result<Self> {
+        let catalog = catalog
+            .into_iter()
+            .map(|(sku, json)| {
+                let product = Product::from_json(&json)
+                    .with_context(|| format!("catalog entry {sku} is not a product"))?;
+                Ok((sku, product))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
             key: Hs256(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret)),
             validation: Validation {
                 issuer: Some(ISSUER.into()),
@@ -63,8 +80,9 @@ impl Native {
                 ..Validation::default()
             },
             store: RwLock::new(profiles.into_iter().collect()),
+            catalog,
             target: image_resize::Target::default(),
-        }
+        })
     }
 
     /// Serves on `listen` until the process ends; prints `listening on http://ADDR` first.
@@ -99,6 +117,7 @@ impl Native {
         let path = parts.uri.path();
         match (&parts.method, path) {
             (&Method::POST, "/echo") => echo(&body),
+            (&Method::POST, "/orders/summary") => self.summary(&body),
             (&Method::POST, "/resize") => match image_resize::resize_jpeg(&body, &self.target) {
                 Ok(jpeg) => respond(200, "image/jpeg", jpeg.into()),
                 Err(image_resize::Error::TooLarge) => {
@@ -153,6 +172,24 @@ impl Native {
         }
         body.push_str("}}");
         json(200, body.into())
+    }
+
+    fn summary(&self, body: &[u8]) -> Response<Full<Bytes>> {
+        let lookup = |skus: &[&str]| {
+            Ok::<_, Infallible>(skus.iter().map(|s| self.catalog.get(*s)).collect())
+        };
+        match order::summarize(body, lookup) {
+            Ok(summary) => json(200, summary.into()),
+            Err(Refusal::TooManyItems) => json(422, r#"{"error":"too_many_items"}"#.into()),
+            Err(Refusal::UnknownSku(sku)) => json(
+                422,
+                format!(r#"{{"error":"unknown_sku","sku":{}}}"#, serde_json::Value::from(sku))
+                    .into(),
+            ),
+            Err(Refusal::InvalidOrder | Refusal::Lookup(_)) => {
+                json(400, r#"{"error":"invalid_order"}"#.into())
+            }
+        }
     }
 
     fn kv(&self, method: &Method, key: &str, body: Bytes) -> Response<Full<Bytes>> {

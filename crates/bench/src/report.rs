@@ -6,6 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::results::{CrossCheck, Percentiles, Results, Steal};
+use crate::workload::Workload;
 
 mod capacity;
 mod matrix;
@@ -135,9 +136,12 @@ impl Results {
                     let flag = if run.kept_schedule { "" } else { " ⚠" };
                     let paused =
                         if run.steal.is_some_and(|s| s.bounds_p99()) { " †" } else { "" };
+                    let share = run.of_capacity.map_or(String::new(), |(f, of)| {
+                        format!(" ({:.0} % of {})", f * 100.0, of.name())
+                    });
                     let _ = writeln!(
                         w,
-                        "| {} | {rate:.0} | {:.0}{flag} | {:.0} | {:.0} | {:.0}{paused} | {:.0} | {:.0} | {:.0} | {} | {} | {:.1} | {} | {} |",
+                        "| {} | {rate:.0}{share} | {:.0}{flag} | {:.0} | {:.0} | {:.0}{paused} | {:.0} | {:.0} | {:.0} | {} | {} | {:.1} | {} | {} |",
                         r.runtime.name(),
                         run.achieved_rate,
                         l.p50,
@@ -159,6 +163,7 @@ impl Results {
                     );
                 }
             }
+            self.gc_pauses(workload, w);
             let sats: Vec<_> = self
                 .measured()
                 .filter_map(|r| Some((r.runtime, r.saturation_of(workload)?)))
@@ -228,6 +233,50 @@ impl Results {
             }
         }
         out
+    }
+
+    /// The garbage-collection pauses a runtime reported during `workload`'s runs, beside the
+    /// tail of every runtime at the same rate.
+    fn gc_pauses(&self, workload: Workload, w: &mut String) {
+        let collected: Vec<_> = self
+            .measured()
+            .flat_map(|r| {
+                r.runs.iter().filter(|run| run.workload == workload).map(move |run| (r, run))
+            })
+            .filter_map(|(r, run)| Some((r.runtime, run, run.gc?)))
+            .collect();
+        if collected.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            w,
+            "\nGarbage collection: the pauses V8 reported to Node.js's `perf_hooks` during each run's slices (warm-ups included), beside every runtime's tail at that rate. edgegate has no collector: a request's memory goes with its instance.\n"
+        );
+        let _ = writeln!(
+            w,
+            "| runtime | rate | pauses | major | longest ms | total ms | share of run time | p99.9 / max µs, each runtime |\n|---|---|---|---|---|---|---|---|"
+        );
+        for (runtime, run, gc) in collected {
+            let tails: Vec<String> = self
+                .measured()
+                .filter_map(|r| {
+                    let l = &r.run(workload, run.rate)?.latency;
+                    Some(format!("{} {:.0} / {:.0}", r.runtime.name(), l.p999, l.max))
+                })
+                .collect();
+            let _ = writeln!(
+                w,
+                "| {} | {:.0} | {} | {} | {:.1} | {:.0} | {:.1} % | {} |",
+                runtime.name(),
+                run.rate,
+                gc.count,
+                gc.major,
+                gc.max_ms,
+                gc.total_ms,
+                gc.total_ms / (run.wall_s * 10.0).max(1e-9),
+                tails.join(", ")
+            );
+        }
     }
 
     /// Memory under load, when there were fixed-rate runs.

@@ -241,10 +241,10 @@ pub struct Run {
     pub workload: Workload,
     /// The rate asked for, requests per second.
     pub rate: f64,
-    /// That rate as a share of the slowest runtime's capacity on the workload, when it was
-    /// set so.
+    /// That rate as a share of a runtime's capacity on the workload (the slowest runtime's;
+    /// Node.js's for json-transform), and that runtime, when it was set so.
     #[serde(default)]
-    pub of_capacity: Option<f64>,
+    pub of_capacity: Option<(f64, Runtime)>,
     /// Correct answers per second over the recorded part.
     pub achieved_rate: f64,
     /// Latency from the time each request was due (coordinated omission corrected), µs.
@@ -293,6 +293,33 @@ pub struct Run {
     /// The slices the VM left alone, merged (`None`: none was).
     #[serde(default)]
     pub calm: Option<Calm>,
+    /// The garbage-collection pauses during the run's slices, warm-ups included, as the
+    /// runtime reported them (Node.js only: `perf_hooks`).
+    #[serde(default)]
+    pub gc: Option<GcPauses>,
+}
+
+/// Garbage-collection pauses, as V8 reports them to Node.js's `perf_hooks` (`gc` entries).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct GcPauses {
+    /// How many.
+    pub count: u64,
+    /// How many were major (mark-compact) collections, which walk the whole heap.
+    pub major: u64,
+    /// Their time added up, ms.
+    pub total_ms: f64,
+    /// The longest, ms.
+    pub max_ms: f64,
+}
+
+impl GcPauses {
+    /// Adds `other`'s pauses to these.
+    pub fn merge(&mut self, other: &GcPauses) {
+        self.count += other.count;
+        self.major += other.major;
+        self.total_ms += other.total_ms;
+        self.max_ms = self.max_ms.max(other.max_ms);
+    }
 }
 
 /// The slices of a run whose p99 neither the VM's steal nor other processes bounded

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::affinity::CpuPlan;
 use crate::load::{RequestTemplate, request_once};
+use crate::results::GcPauses;
 use crate::workload::{Fixtures, SECRET};
 
 /// The environment variable each comparator reads the HS256 secret from.
@@ -83,6 +84,8 @@ pub struct Prepared {
     args: Vec<OsString>,
     env: Vec<(String, OsString)>,
     log: PathBuf,
+    /// Its files, json-transform's `catalog.ndjson` among them.
+    dir: PathBuf,
 }
 
 /// The edgegate configuration of the lab: the bench workers, the policy the other runtimes
@@ -143,6 +146,19 @@ prefix = "/kv/"
 methods = ["GET", "PUT"]
 worker = "kv-lookup"
 
+[kv.catalog]
+backend = "memory"
+seed = "catalog.ndjson"
+
+[workers.json-transform]
+module = "builtin:json-transform"
+kv = ["catalog"]
+
+[[routes]]
+path = "/orders/summary"
+methods = ["POST"]
+worker = "json-transform"
+
 [workers.image-resize]
 module = "builtin:image-resize"
 
@@ -172,6 +188,7 @@ impl Environment {
             Runtime::Edgegate => {
                 write("edgegate.toml", EDGEGATE_CONFIG.as_bytes())?;
                 write("profiles.ndjson", fixtures.profiles_ndjson().as_bytes())?;
+                write("catalog.ndjson", fixtures.catalog.as_bytes())?;
                 self.deploy_echo_json(0)?;
                 let config = dir.join("edgegate.toml");
                 Ok(Prepared {
@@ -189,11 +206,14 @@ impl Environment {
                     ]),
                     env: [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat(),
                     log,
+                    dir,
                 })
             }
             Runtime::Native => {
                 write("profiles.ndjson", fixtures.profiles_ndjson().as_bytes())?;
+                write("catalog.ndjson", fixtures.catalog.as_bytes())?;
                 let profiles = dir.join("profiles.ndjson");
+                let catalog = dir.join("catalog.ndjson");
                 Ok(Prepared {
                     runtime,
                     version: format!("{edgegate_version} bench-native (hyper, no Wasm)"),
@@ -204,9 +224,12 @@ impl Environment {
                         "127.0.0.1:{port}".as_ref(),
                         "--profiles".as_ref(),
                         profiles.as_os_str(),
+                        "--catalog".as_ref(),
+                        catalog.as_os_str(),
                     ]),
                     env,
                     log,
+                    dir,
                 })
             }
             Runtime::Node => {
@@ -216,9 +239,11 @@ impl Environment {
                     format!("sharp is not installed: run {}/install", self.node_dir.display())
                 })?;
                 write("profiles.json", fixtures.profiles_json().as_bytes())?;
+                write("catalog.ndjson", fixtures.catalog.as_bytes())?;
                 let mut env = env;
                 env.push(("EDGEGATE_BENCH_PORT".into(), "{port}".into()));
                 env.push(("EDGEGATE_BENCH_PROFILES".into(), dir.join("profiles.json").into()));
+                env.push(("EDGEGATE_BENCH_CATALOG".into(), dir.join("catalog.ndjson").into()));
                 Ok(Prepared {
                     runtime,
                     version: format!("node {node}, sharp {sharp}"),
@@ -226,6 +251,7 @@ impl Environment {
                     args: vec![self.node_dir.join("server.mjs").into()],
                     env,
                     log,
+                    dir,
                 })
             }
             Runtime::Workerd => {
@@ -245,6 +271,7 @@ impl Environment {
                 copy(&jpeg.join("decoder.js"), &dir.join("jpeg-decoder.js"))?;
                 copy(&jpeg.join("encoder.js"), &dir.join("jpeg-encoder.js"))?;
                 write("profiles.json", fixtures.profiles_json().as_bytes())?;
+                write("catalog.ndjson", fixtures.catalog.as_bytes())?;
                 let config = dir.join("workerd.capnp");
                 Ok(Prepared {
                     runtime,
@@ -258,6 +285,7 @@ impl Environment {
                     ]),
                     env,
                     log,
+                    dir,
                 })
             }
         }
@@ -353,6 +381,22 @@ pub struct Server {
 }
 
 impl Server {
+    /// The garbage-collection pauses since the last call, from the Node.js comparator
+    /// (`GET /__lab/gc`, which `bench/node/server.mjs` serves from `perf_hooks`).
+    pub fn gc_pauses(&self) -> anyhow::Result<GcPauses> {
+        let template = RequestTemplate {
+            method: http::Method::GET,
+            uri: http::Uri::from_static("/__lab/gc"),
+            headers: Vec::new(),
+            body: bytes::Bytes::new(),
+            expect: 200,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (status, body) = runtime.block_on(request_once(self.addr, &template))?;
+        anyhow::ensure!(status == 200, "GET /__lab/gc answered {status}");
+        Ok(serde_json::from_slice(&body)?)
+    }
+
     /// The process id, for `/proc`.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -407,6 +451,13 @@ impl Drop for Server {
 }
 
 impl Prepared {
+    /// Writes the json-transform catalog the runtime loads at its next start: the lab's, or
+    /// an empty one so that a start measures the runtime, not 100 000 products being loaded.
+    pub fn write_catalog(&self, catalog: &str) -> anyhow::Result<()> {
+        let file = self.dir.join("catalog.ndjson");
+        fs::write(&file, catalog).with_context(|| format!("writing {}", file.display()))
+    }
+
     /// Starts the runtime on the server CPUs and waits until `probe` gets a 200 (the time
     /// that takes is its start time), for at most `timeout`.
     pub fn start(

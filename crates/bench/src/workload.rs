@@ -1,4 +1,4 @@
-//! The five workloads and the data they send: the same requests to every runtime, and the
+//! The six workloads and the data they send: the same requests to every runtime, and the
 //! answers every runtime must give.
 //!
 //! | workload | request | a correct answer |
@@ -6,6 +6,7 @@
 //! | `static-json` | `POST /echo`, 1 KiB of JSON | the same bytes (keys already sorted) |
 //! | `auth-check` | `GET /auth/orders`, an HS256 bearer token | a 128-byte JSON routing decision |
 //! | `db-lookup` | `GET /kv/user:N`, N cycling 1–100 | the 256-byte profile stored under it |
+//! | `json-transform` | `POST /orders/summary`, a 16 KiB JSON order (16 in turn) | its 1 KiB summary, priced from a 100 000-product catalog ([`crate::orders`]) |
 //! | `image-resize` | `POST /resize`, a 1600×1200 JPEG | a 640×480 JPEG |
 //! | `mixed` | the four above in turn, 25 % each | as above |
 
@@ -43,6 +44,8 @@ pub enum Workload {
     AuthCheck,
     /// Read a 256-byte value by key from memory.
     DbLookup,
+    /// Price a 16 KiB JSON order from a 100 000-product catalog: the garbage-collection one.
+    JsonTransform,
     /// Downscale a 2-megapixel JPEG to 640×480.
     ImageResize,
     /// 25 % of each.
@@ -51,8 +54,14 @@ pub enum Workload {
 
 impl Workload {
     /// All of them, in report order.
-    pub const ALL: [Self; 5] =
-        [Self::StaticJson, Self::AuthCheck, Self::DbLookup, Self::ImageResize, Self::Mixed];
+    pub const ALL: [Self; 6] = [
+        Self::StaticJson,
+        Self::AuthCheck,
+        Self::DbLookup,
+        Self::JsonTransform,
+        Self::ImageResize,
+        Self::Mixed,
+    ];
 
     /// The name in reports and on the command line.
     pub fn name(self) -> &'static str {
@@ -60,6 +69,7 @@ impl Workload {
             Self::StaticJson => "static-json",
             Self::AuthCheck => "auth-check",
             Self::DbLookup => "db-lookup",
+            Self::JsonTransform => "json-transform",
             Self::ImageResize => "image-resize",
             Self::Mixed => "mixed",
         }
@@ -83,6 +93,7 @@ impl Workload {
             Self::StaticJson => &[Self::StaticJson],
             Self::AuthCheck => &[Self::AuthCheck],
             Self::DbLookup => &[Self::DbLookup],
+            Self::JsonTransform => &[Self::JsonTransform],
             Self::ImageResize => &[Self::ImageResize],
         }
     }
@@ -152,6 +163,10 @@ pub struct Fixtures {
     pub profiles: Vec<(String, Bytes)>,
     /// The image-resize input: a 1600×1200 JPEG.
     pub image: Bytes,
+    /// json-transform's orders, each with its summary.
+    pub orders: Vec<(Bytes, Bytes)>,
+    /// json-transform's catalog, as KV seed lines (NDJSON).
+    pub catalog: String,
 }
 
 impl Fixtures {
@@ -159,7 +174,15 @@ impl Fixtures {
     pub fn generate() -> Self {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let (token, decision) = token_and_decision(now);
-        Self { json: json_document(), token, decision, profiles: profiles(), image: sample_jpeg() }
+        Self {
+            json: json_document(),
+            token,
+            decision,
+            profiles: profiles(),
+            image: sample_jpeg(),
+            orders: crate::orders::orders(),
+            catalog: crate::orders::catalog_ndjson(),
+        }
     }
 
     /// The profiles as NDJSON (`{"key":…,"value":…}` per line), the seed edgegate loads.
@@ -205,6 +228,17 @@ impl Fixtures {
                     (
                         template(Method::GET, &path, None, None, Bytes::new()),
                         Expect::Body(value.clone()),
+                    )
+                })
+                .collect(),
+            Workload::JsonTransform => self
+                .orders
+                .iter()
+                .map(|(order, summary)| {
+                    let json = Some("application/json");
+                    (
+                        template(Method::POST, "/orders/summary", json, None, order.clone()),
+                        Expect::Body(summary.clone()),
                     )
                 })
                 .collect(),

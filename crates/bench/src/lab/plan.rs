@@ -53,7 +53,8 @@ pub struct Plan {
     /// How.
     pub capacity_settings: CapacitySettings,
     /// The light workloads' fixed rates as shares of the slowest runtime's capacity on each
-    /// (when it was measured; [`Plan::rates`] otherwise). Empty: always [`Plan::rates`].
+    /// (Node.js's on json-transform), when it was measured; [`Plan::rates`] otherwise. Empty:
+    /// always [`Plan::rates`].
     pub load_fractions: Vec<f64>,
     /// Capacity only: no fixed-rate runs, no saturation search.
     pub capacity_only: bool,
@@ -172,9 +173,9 @@ impl Plan {
         }
     }
 
-    /// The fixed rates of `workload`, given the slowest runtime's capacity on it, if known.
-    pub(super) fn rates_of(&self, workload: Workload, slowest: Option<f64>) -> Vec<f64> {
-        match slowest {
+    /// The fixed rates of `workload`, given the capacity they are shares of, if known.
+    pub(super) fn rates_of(&self, workload: Workload, reference: Option<f64>) -> Vec<f64> {
+        match reference {
             _ if workload.heavy() => self.heavy_rates.clone(),
             Some(capacity) if !self.load_fractions.is_empty() => {
                 self.load_fractions.iter().map(|f| (f * capacity).round().max(1.0)).collect()

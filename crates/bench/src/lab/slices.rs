@@ -9,7 +9,7 @@ use crate::affinity::CpuPlan;
 use crate::latency::Latencies;
 use crate::load::{self, LoadResult, LoadSpec, RequestTemplate, WindowMark};
 use crate::procfs::{self, CpuTimes};
-use crate::results::{Calm, Foreign, Run, Steal};
+use crate::results::{Calm, Foreign, GcPauses, Run, Steal};
 use crate::runtimes::Server;
 use crate::workload::Workload;
 
@@ -46,6 +46,8 @@ pub(super) struct Gathered {
     /// The corrected latencies of the calm slices: under 1 % steal and 1 % other processes.
     calm: Latencies,
     calm_slices: usize,
+    /// The runtime's garbage-collection pauses over the slices, when it reports them.
+    gc: Option<GcPauses>,
 }
 
 impl Gathered {
@@ -75,6 +77,11 @@ impl Gathered {
         self.grown = self.grown.max(after.peak_rss.saturating_sub(before.rss));
         self.add_latencies(&result, calm);
         Ok(())
+    }
+
+    /// Adds one slice's garbage-collection pauses.
+    pub(super) fn add_gc(&mut self, pauses: &GcPauses) {
+        self.gc.get_or_insert_default().merge(pauses);
     }
 
     /// Adds one slice's requests, and to the calm ones too when neither the VM's steal nor
@@ -157,6 +164,7 @@ impl Gathered {
             round_calm: self.round_calm,
             calm: (self.calm_slices > 0)
                 .then(|| Calm { slices: self.calm_slices, latency: self.calm.summary() }),
+            gc: self.gc,
         }
     }
 }

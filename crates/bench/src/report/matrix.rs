@@ -72,8 +72,8 @@ pub(super) fn write(results: &Results, w: &mut String) {
             let share = edgegate
                 .run(workload, rate)
                 .and_then(|run| run.of_capacity)
-                .map_or(String::new(), |f| {
-                    format!(" ({:.0} % of the slowest capacity)", f * 100.0)
+                .map_or(String::new(), |(f, of)| {
+                    format!(" ({:.0} % of {}'s capacity)", f * 100.0, of.name())
                 });
             row(
                 w,
@@ -86,6 +86,20 @@ pub(super) fn write(results: &Results, w: &mut String) {
                     source: "calm fixed-rate slices",
                     rounds: &p99,
                 },
+            );
+        }
+        let node_runs = results.result(Runtime::Node).map_or(&[][..], |r| &r.runs[..]);
+        for run in node_runs.iter().filter(|run| run.workload == workload) {
+            let Some(gc) = run.gc else { continue };
+            let _ = writeln!(
+                w,
+                "| garbage-collection pauses, {} at {:.0} rps | none: no collector | {} ({} major), longest {:.1} ms, {:.1} % of the time (node) | Wasm: a cost V8 pays and Wasm does not; what it does to the tail is the p99 row above | perf_hooks in Node.js |",
+                workload.name(),
+                run.rate,
+                gc.count,
+                gc.major,
+                gc.max_ms,
+                gc.total_ms / (run.wall_s * 10.0).max(1e-9),
             );
         }
         if edgegate.saturation_of(workload).is_some() {
