@@ -199,7 +199,7 @@ impl Results {
         if self.measured().any(|r| r.runs.iter().any(|run| run.steal.is_some())) {
             let _ = writeln!(
                 w,
-                "\nCalm p99: the p99 of the run's slices whose steal stayed under {:.0} %, merged, and how many of its slices those were; – when none did. A runtime's own tail, as far as the VM let it be seen. Steal falls only on time a CPU wants to run, so a runtime that needs more CPU, or wakes its CPU more often, meets more of it and may have fewer calm slices.",
+                "\nCalm p99: the p99 of the run's slices whose steal and other processes' CPU stayed under {:.0} % and whose every request was answered, merged, and how many of its slices those were; – when none did. A runtime's own tail, as far as the VM let it be seen. Steal falls only on time a CPU wants to run, so a runtime that needs more CPU, or wakes its CPU more often, meets more of it and may have fewer calm slices.",
                 Steal::P99_BOUND_PCT
             );
         }

@@ -287,7 +287,8 @@ pub struct Run {
     /// where it could not be read are left out).
     #[serde(default)]
     pub round_foreign: Vec<Foreign>,
-    /// Each slice: whether it was calm (under 1 % steal and 1 % other processes).
+    /// Each slice: whether it was calm (under 1 % steal and 1 % other processes, and every
+    /// request answered).
     #[serde(default)]
     pub round_calm: Vec<bool>,
     /// The slices the VM left alone, merged (`None`: none was).
@@ -483,10 +484,14 @@ impl CapacityRound {
         self.server_cpu_pct >= Self::SATURATED_PCT
     }
 
-    /// Whether the VM and other processes left the round alone: under 1 % each of steal and
-    /// of foreign CPU (see [`Steal::P99_BOUND_PCT`]).
+    /// Whether the round counts: the VM and other processes left it alone (under 1 % each of
+    /// steal and of foreign CPU, see [`Steal::P99_BOUND_PCT`]), and every request in it was
+    /// answered.
     pub fn calm(&self) -> bool {
-        self.steal.is_some_and(|s| !s.bounds_p99()) && self.foreign.is_some_and(|f| !f.bounds_p99())
+        self.steal.is_some_and(|s| !s.bounds_p99())
+            && self.foreign.is_some_and(|f| !f.bounds_p99())
+            && self.ok > 0
+            && self.errors.total() == 0
     }
 
     /// What held the server under its CPU, when it was not saturated.

@@ -85,8 +85,11 @@ impl Gathered {
     }
 
     /// Adds one slice's requests, and to the calm ones too when neither the VM's steal nor
-    /// other processes bounded its p99.
-    fn add_latencies(&mut self, result: &LoadResult, calm: bool) {
+    /// other processes bounded its p99 (`quiet`) and every request in it was answered: a
+    /// slice with failures has no honest p99 (the failures are not in it), and one with no
+    /// answer at all has none (an empty histogram would read as 0 µs).
+    fn add_latencies(&mut self, result: &LoadResult, quiet: bool) {
+        let calm = quiet && result.ok > 0 && result.errors.total() == 0;
         self.round_p99_us.push(result.corrected.quantile(0.99).as_secs_f64() * 1e6);
         self.round_calm.push(calm);
         if calm {
@@ -266,6 +269,20 @@ mod tests {
         assert_eq!(run.round_steal.len(), 3);
         assert!(run.round_steal[1].bounds_p99() && !run.round_steal[2].bounds_p99());
         assert_eq!(run.round_calm, [true, false, true]);
+    }
+
+    #[test]
+    fn a_slice_with_failures_or_no_answer_is_not_calm() {
+        let mut gathered = Gathered::default();
+        let mut failed = slice(300);
+        failed.errors.timeout = 1;
+        gathered.add_latencies(&failed, true);
+        gathered.add_latencies(&LoadResult::default(), true);
+        gathered.add_latencies(&slice(300), true);
+        let run = gathered.finish(Workload::DbLookup, 100.0, Duration::from_millis(1));
+        assert_eq!(run.round_calm, [false, false, true]);
+        assert_eq!(run.round_p99_us[1], 0.0, "an empty slice reads 0 µs: never a calm one");
+        assert_eq!(run.calm.unwrap().slices, 1);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub(super) fn section(results: &Results, w: &mut String) {
         .unwrap_or(0);
     let _ = writeln!(
         w,
-        "\n## Capacity\n\nA closed loop: each keep-alive connection sends its next request as soon as the last is answered, the server alone on its CPU, the generator on the others, on as many connections as it took for answers per second to stop growing. Each figure is the median of {rounds} rounds [min–max], the runtimes taking turns (the others stopped); wrk ran the same connections right after each round. A figure marked ≥ is a lower bound: the server used under {:.0} % of its CPU in most rounds, and the note under the table says what held it. Calm rounds: under 1 % steal and 1 % other processes on the lab's CPUs; only they give verdicts.\n",
+        "\n## Capacity\n\nA closed loop: each keep-alive connection sends its next request as soon as the last is answered, the server alone on its CPU, the generator on the others, on as many connections as it took for answers per second to stop growing. Each figure is the median of {rounds} rounds [min–max], the runtimes taking turns (the others stopped); wrk ran the same connections right after each round. A figure marked ≥ is a lower bound: the server used under {:.0} % of its CPU in most rounds, and the note under the table says what held it. Calm rounds: under 1 % steal and 1 % other processes on the lab's CPUs, and every request answered; only they give verdicts.\n",
         CapacityRound::SATURATED_PCT
     );
     for workload in workloads {
