@@ -29,12 +29,14 @@ pub struct BenchCommand {
     /// Runtimes to run, comma-separated: edgegate, node, workerd, native.
     #[arg(long, value_delimiter = ',', value_parser = parse_runtime)]
     runtimes: Vec<Runtime>,
-    /// Workloads to run, comma-separated: static-json, auth-check, db-lookup, image-resize,
-    /// mixed.
+    /// Workloads to run, comma-separated: static-json, auth-check, db-lookup, json-transform,
+    /// image-resize, mixed.
     #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
     workloads: Vec<Workload>,
-    /// Fixed rates of the light workloads, requests per second (default 2000 quick;
-    /// 2000,5000,10000 full).
+    /// Fixed rates of the light workloads, requests per second, instead of shares of their
+    /// measured capacity (default: 25, 50, 75 and 90 % of the slowest runtime's capacity in the
+    /// full plan; 2000/s quick, half the capacity for db-lookup; 2000,5000,10000 full with
+    /// --no-capacity).
     #[arg(long, value_delimiter = ',')]
     rates: Vec<f64>,
     /// Fixed rates of image-resize and mixed (default 10 quick; 5,10,20 full).
