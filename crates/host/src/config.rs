@@ -524,8 +524,32 @@ pub struct RouteConfig {
     /// Match only these methods (upper case). Default: any.
     #[serde(default)]
     pub methods: Vec<String>,
-    /// The worker that serves the request.
-    pub worker: String,
+    /// The worker that serves the request. One of `worker` and `respond` is required.
+    pub worker: Option<String>,
+    /// A fixed answer the gateway gives by itself, with no worker (and without reading the
+    /// request body): a health or placeholder route, or a baseline for what the gateway
+    /// costs without Wasm.
+    pub respond: Option<RespondConfig>,
+}
+
+/// A route's fixed answer (`respond = { status = 200, body = "ok" }`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RespondConfig {
+    /// The status, 200 to 599. Default 200.
+    #[serde(default = "RespondConfig::default_status")]
+    pub status: u16,
+    /// The body. Default empty.
+    #[serde(default)]
+    pub body: String,
+    /// The `content-type`. Default `text/plain; charset=utf-8` (none for an empty body).
+    pub content_type: Option<String>,
+}
+
+impl RespondConfig {
+    fn default_status() -> u16 {
+        200
+    }
 }
 
 /// Reads a duration written like `"2ms"`, `"1s 500ms"` or `"1m"` (humantime's syntax), and
@@ -814,12 +838,29 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
             }
             _ => {}
         }
-        if !config.workers.contains_key(&route.worker) {
-            return Err(ConfigError::at(
-                file,
-                key("worker"),
-                format!("no worker named `{}` in [workers]", route.worker),
-            ));
+        match (&route.worker, &route.respond) {
+            (Some(_), Some(_)) | (None, None) => {
+                return at(format!("routes[{i}]"), "needs exactly one of `worker` and `respond`");
+            }
+            (Some(worker), None) if !config.workers.contains_key(worker) => {
+                return Err(ConfigError::at(
+                    file,
+                    key("worker"),
+                    format!("no worker named `{worker}` in [workers]"),
+                ));
+            }
+            (None, Some(respond)) if !(200..=599).contains(&respond.status) => {
+                return at(key("respond.status"), "must be 200 to 599");
+            }
+            (None, Some(respond))
+                if respond
+                    .content_type
+                    .as_ref()
+                    .is_some_and(|t| http::HeaderValue::from_str(t).is_err()) =>
+            {
+                return at(key("respond.content_type"), "is not a valid header value");
+            }
+            _ => {}
         }
         for method in &route.methods {
             if http::Method::from_bytes(method.as_bytes()).is_err() {
@@ -1060,6 +1101,11 @@ mod tests {
             key("[[routes]]\npath = \"/\"\nworker = \"missing\"\n".into()),
             "routes[0].worker"
         );
+        assert_eq!(key("[[routes]]\npath = \"/\"\n".into()), "routes[0]");
+        assert_eq!(key(route("path = \"/a\"\nrespond = {}")), "routes[0]");
+        let respond = |r: &str| format!("[[routes]]\npath = \"/\"\nrespond = {{ {r} }}\n");
+        assert_eq!(key(respond("status = 101")), "routes[0].respond.status");
+        assert_eq!(key(respond("content_type = \"a\\nb\"")), "routes[0].respond.content_type");
         assert_eq!(
             key("[workers.w]\nmodule = \"m\"\nlimits.memory = \"1GiB\"\n".into()),
             "workers.w.limits.memory"

@@ -20,7 +20,9 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, ServerConfig, WorkerConfig};
+use crate::config::{
+    ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, ServerConfig, WorkerConfig,
+};
 use crate::error::{ErrorKind, RequestError, Source};
 use crate::fetch::{FetchPool, Origin, WorkerFetcher};
 use crate::kv::Mode as KvMode;
@@ -38,15 +40,46 @@ pub type ResponseBody = Either<Full<Bytes>, UpstreamBody>;
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
 const BUILTIN_PREFIX: &str = "builtin:";
 
-/// What a route leads to.
+/// What a route leads to, and its metrics.
 #[derive(Debug, Clone)]
 struct Target {
+    action: Action,
+    metrics: Arc<RouteMetrics>,
+}
+
+/// What serves a route's requests.
+#[derive(Debug, Clone)]
+enum Action {
+    /// A worker.
+    Worker(WorkerTarget),
+    /// The gateway itself, with a fixed answer (`respond`).
+    Respond(Response<Bytes>),
+}
+
+/// A route's worker, with what the route allows it.
+#[derive(Debug, Clone)]
+struct WorkerTarget {
     worker: Worker,
     /// The smaller of the server's and the worker's request body limits.
     body_limit: u64,
     /// The upstreams the worker may forward to.
     grants: Arc<[String]>,
-    metrics: Arc<RouteMetrics>,
+}
+
+/// A route's fixed answer, built once.
+fn fixed_response(respond: &RespondConfig) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(respond.body.clone()));
+    // Validation checked both.
+    *response.status_mut() = http::StatusCode::from_u16(respond.status).unwrap_or_default();
+    let content_type = match &respond.content_type {
+        Some(given) => HeaderValue::from_str(given).ok(),
+        None if respond.body.is_empty() => None,
+        None => Some(HeaderValue::from_static("text/plain; charset=utf-8")),
+    };
+    if let Some(content_type) = content_type {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    response
 }
 
 /// A running configuration: workers loaded, routes compiled, upstream pools open, limits in
@@ -233,11 +266,21 @@ impl Gateway {
         }
 
         let server_limit = config.server.max_request_body.bytes();
-        let router = Router::new(&config.routes, |name, route| {
-            let (worker, grants) = workers[&route.worker].clone();
-            let body_limit = worker.limits().request_body.min(server_limit);
-            let metrics = Arc::new(RouteMetrics::new(name, worker.name()));
-            Target { worker, body_limit, grants, metrics }
+        let router = Router::new(&config.routes, |name, route| match &route.respond {
+            Some(respond) => Target {
+                action: Action::Respond(fixed_response(respond)),
+                metrics: Arc::new(RouteMetrics::new(name, "-")),
+            },
+            // Validation made sure the route names a worker that exists.
+            None => {
+                let (worker, grants) = workers[route.worker.as_deref().unwrap_or_default()].clone();
+                let body_limit = worker.limits().request_body.min(server_limit);
+                let metrics = Arc::new(RouteMetrics::new(name, worker.name()));
+                Target {
+                    action: Action::Worker(WorkerTarget { worker, body_limit, grants }),
+                    metrics,
+                }
+            }
         });
         Ok(Self {
             router,
@@ -356,12 +399,15 @@ impl Gateway {
             }
             Match::NotFound => return Err(RequestError::new(ErrorKind::NoRoute, "")),
         };
-        let target = &route.target;
         logged.route = Some(&route.name);
-        logged.worker = Some(target.worker.name());
-        logged.metrics = Some(&target.metrics);
+        logged.metrics = Some(&route.target.metrics);
         let span = tracing::Span::current();
         span.record("route", route.name.as_str());
+        let target = match &route.target.action {
+            Action::Respond(fixed) => return Ok(fixed.clone().map(|b| Either::Left(Full::new(b)))),
+            Action::Worker(target) => target,
+        };
+        logged.worker = Some(target.worker.name());
         span.record("worker", target.worker.name());
 
         let body = self.read_body(&parts.headers, body, target.body_limit).await?;
@@ -419,7 +465,7 @@ impl Gateway {
     }
 
     /// The upstream a forward names, if the worker may use it.
-    fn granted(&self, target: &Target, forward: &Forward) -> Result<&Upstream, RequestError> {
+    fn granted(&self, target: &WorkerTarget, forward: &Forward) -> Result<&Upstream, RequestError> {
         let name = forward.upstream.as_str();
         if !target.grants.iter().any(|granted| granted == name) {
             let kind = if self.upstreams.contains_key(name) {

@@ -182,7 +182,8 @@ mod tests {
             path: path.map(Into::into),
             prefix: prefix.map(Into::into),
             methods: methods.iter().map(|m| m.to_string()).collect(),
-            worker: "w".into(),
+            worker: Some("w".into()),
+            respond: None,
         }
     }
 

@@ -100,6 +100,43 @@ async fn routes_to_the_worker_and_tags_the_response() {
 }
 
 #[tokio::test]
+async fn a_respond_route_answers_without_a_worker_and_keeps_the_request_rules() {
+    let g = gateway(
+        r#"
+        [[routes]]
+        path = "/ping"
+        methods = ["GET"]
+        respond = { body = "pong" }
+
+        [[routes]]
+        path = "/gone"
+        respond = { status = 410, body = '{"error":"gone"}', content_type = "application/json" }
+
+        [[routes]]
+        path = "/empty"
+        respond = {}
+        "#,
+    )
+    .await;
+    let (status, headers, body) = send(&g, request(Method::GET, "/ping", "")).await;
+    assert_eq!((status.as_u16(), body.as_str()), (200, "pong"));
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(headers["x-request-id"].len(), 16);
+    let (status, headers, body) = send(&g, request(Method::GET, "/gone", "")).await;
+    assert_eq!((status.as_u16(), body.as_str()), (410, r#"{"error":"gone"}"#));
+    assert_eq!(headers["content-type"], "application/json");
+    let (status, headers, body) = send(&g, request(Method::GET, "/empty", "")).await;
+    assert_eq!((status.as_u16(), body.as_str()), (200, ""));
+    assert!(headers.get("content-type").is_none());
+    // The route's methods, the path rules and the Host rules still hold.
+    assert_eq!(send(&g, request(Method::POST, "/ping", "")).await.0, 405);
+    assert_eq!(send(&g, request(Method::GET, "/x/../ping", "")).await.0, 200);
+    let mut no_host = request(Method::GET, "/ping", "");
+    no_host.headers_mut().remove("host");
+    assert_eq!(send(&g, no_host).await.0, 400);
+}
+
+#[tokio::test]
 async fn unrouted_and_wrong_method() {
     let g = gateway("").await;
     let (status, headers, body) = send(&g, request(Method::GET, "/nowhere", "")).await;
