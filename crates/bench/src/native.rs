@@ -4,10 +4,11 @@
 //! The logic is the workers' own where it can be: the image path calls the `image-resize`
 //! worker's [`image_resize::resize_jpeg`], and the token is checked by the SDK's
 //! [`edgegate_sdk::jwt::verify`] (compiled natively, with `ring` as the key) under the same
-//! policy the gateway gives `auth-router`. Echo re-serializes through `serde_json` as
-//! `echo-json` does; lookups read a `HashMap`. Orders are priced by the `json-transform`
+//! policy the gateway gives `auth-router`. Echo validates and compacts with the `echo-json`
+//! worker's [`echo_json::compact`]; lookups read a `HashMap`. Orders are priced by the `json-transform`
 //! worker's [`json_transform::order::summarize`], from a `HashMap` of parsed products.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -211,14 +212,17 @@ impl Native {
     }
 }
 
-fn echo(body: &[u8]) -> Response<Full<Bytes>> {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(value) => json(200, serde_json::to_vec(&value).unwrap_or_default().into()),
-        Err(e) => json(
-            400,
-            format!(r#"{{"error":"invalid_json","line":{},"column":{}}}"#, e.line(), e.column())
-                .into(),
-        ),
+fn echo(body: &Bytes) -> Response<Full<Bytes>> {
+    match echo_json::compact(body) {
+        Ok(Cow::Borrowed(_)) => json(200, body.clone()),
+        Ok(Cow::Owned(compacted)) => json(200, compacted.into()),
+        Err(at) => {
+            let (line, column) = echo_json::line_and_column(body, at);
+            json(
+                400,
+                format!(r#"{{"error":"invalid_json","line":{line},"column":{column}}}"#).into(),
+            )
+        }
     }
 }
 
