@@ -3,32 +3,59 @@
 //! A request's guest runs only while the future that drives it is being polled: on a Wasmtime
 //! fiber, on whichever tokio worker thread polls it. [`metered`] wraps the future of the
 //! guest's entry-point call (not the instantiation before it, which is the gateway's work) and
-//! reads the thread CPU clock around each poll; the sum over polls is the request's CPU time.
-//! Between polls (waiting for an async host call, after a yield, while other tasks run on the
-//! thread) nothing is charged. The epoch callback, which runs on the same thread inside a poll,
-//! asks [`used`] for the total so far.
+//! charges each poll to it. Between polls (waiting for an async host call, after a yield, while
+//! other tasks run on the thread) nothing is charged. The epoch callback, which runs on the same
+//! thread inside a poll, asks [`used`] for the total so far.
+//!
+//! Reading the thread CPU clock is a system call (~0.2 µs here), so a poll reads it only once
+//! it has run into an epoch tick. Until then the poll is charged its wall time, capped at one
+//! tick: a poll that ends before the next tick (nearly every request) costs two reads of the
+//! monotonic clock, which the vDSO answers without a system call.
 //!
 //! ```text
-//!   poll 1                  pending (not charged)          poll 2
-//! ├──────────┤ · · · · · · · · · · · · · · · · · · ·├───────────────┤
-//! cpu₀      cpu₁                                    cpu₂ ── tick ── epoch callback:
-//! charged = cpu₁ − cpu₀                                  used = charged + (now − cpu₂)
+//!   poll 1 (short)          pending (not charged)          poll 2 (long)
+//! ├──────────┤ · · · · · · · · · · · · · · · · · · ·├─────────┬── tick ─────────┤
+//! wall₀     wall₁                                   wall₂     cpu₃ (first used())  cpu₄
+//! charged = wall₁ − wall₀          then  + min(wall₃ − wall₂, tick) + (cpu₄ − cpu₃)
 //! ```
 //!
-//! Each poll costs two reads of the thread CPU clock (a system call, ~0.2 µs here): when it
-//! starts and when it ends. The total is the request's guest CPU time in logs and metrics.
+//! Wall time and CPU time differ only while the thread is preempted, and the wall part is at
+//! most one tick, which is already the budget's precision.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy)]
 struct Slice {
-    /// Thread CPU time when the current poll started.
-    started: Duration,
+    /// When the current poll started.
+    started: Instant,
     /// CPU time charged by earlier polls of the same request.
     before: Duration,
+    /// The most wall time the poll is charged before its CPU clock is read.
+    cap: Duration,
+    /// Once the poll has been asked for its total: what it had used then (wall time, capped)
+    /// and the thread's CPU clock at that moment.
+    clocked: Option<(Duration, Duration)>,
+}
+
+impl Slice {
+    /// What this poll has used so far; reads the CPU clock, and starts from it next time.
+    fn used(&mut self) -> Duration {
+        let (wall, at) = *self
+            .clocked
+            .get_or_insert_with(|| (self.started.elapsed().min(self.cap), thread_cpu()));
+        wall + thread_cpu().saturating_sub(at)
+    }
+
+    /// What this poll used in all, when it ends: its wall time if nobody asked.
+    fn finish(mut self) -> Duration {
+        match self.clocked {
+            None => self.started.elapsed().min(self.cap),
+            Some(_) => self.used(),
+        }
+    }
 }
 
 thread_local! {
@@ -42,16 +69,20 @@ fn thread_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Drives `future`, charging the CPU time of each poll to it, so that [`used`] can tell inside a
-/// poll how much the future has consumed; returns its output and the CPU time it used in all.
-pub(crate) async fn metered<F: Future>(mut future: Pin<&mut F>) -> (F::Output, Duration) {
+/// Drives `future`, charging each poll to it, so that [`used`] can tell inside a poll how much
+/// the future has consumed; returns its output and the CPU time it used in all. `tick` is the
+/// epoch tick: the most a poll is charged by the wall clock before its CPU clock is read.
+pub(crate) async fn metered<F: Future>(
+    mut future: Pin<&mut F>,
+    tick: Duration,
+) -> (F::Output, Duration) {
     let mut charged = Duration::ZERO;
     std::future::poll_fn(move |cx| {
-        let started = thread_cpu();
-        let previous = SLICE.replace(Some(Slice { started, before: charged }));
+        let slice = Slice { started: Instant::now(), before: charged, cap: tick, clocked: None };
+        let previous = SLICE.replace(Some(slice));
         let poll = future.as_mut().poll(cx);
-        SLICE.set(previous);
-        charged += thread_cpu().saturating_sub(started);
+        let slice = SLICE.replace(previous).unwrap_or(slice);
+        charged += slice.finish();
         poll.map(|output| (output, charged))
     })
     .await
@@ -60,7 +91,10 @@ pub(crate) async fn metered<F: Future>(mut future: Pin<&mut F>) -> (F::Output, D
 /// The CPU time the guest being polled on this thread has used so far; `None` outside a
 /// metered poll.
 pub(crate) fn used() -> Option<Duration> {
-    SLICE.get().map(|slice| slice.before + thread_cpu().saturating_sub(slice.started))
+    let mut slice = SLICE.get()?;
+    let used = slice.before + slice.used();
+    SLICE.set(Some(slice));
+    Some(used)
 }
 
 #[cfg(test)]
@@ -78,15 +112,19 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn charges_polls_but_not_waits() {
         assert_eq!(used(), None);
-        let (seen, total) = metered(pin!(async {
-            burn(Duration::from_millis(5));
-            let first = used().unwrap();
-            // Waiting is not charged: sleep, then check that the total barely moved.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let after_wait = used().unwrap();
-            burn(Duration::from_millis(5));
-            (first, after_wait, used().unwrap())
-        }))
+        let long_tick = Duration::from_secs(1);
+        let (seen, total) = metered(
+            pin!(async {
+                burn(Duration::from_millis(5));
+                let first = used().unwrap();
+                // Waiting is not charged: sleep, then check that the total barely moved.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let after_wait = used().unwrap();
+                burn(Duration::from_millis(5));
+                (first, after_wait, used().unwrap())
+            }),
+            long_tick,
+        )
         .await;
         let (first, after_wait, last) = seen;
         assert!(first >= Duration::from_millis(5));
@@ -94,5 +132,29 @@ mod tests {
         assert!(last >= Duration::from_millis(10));
         assert!(total >= last && total - last < Duration::from_millis(25), "{last:?} {total:?}");
         assert_eq!(used(), None, "the slice is cleared after the poll");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_poll_is_charged_at_most_one_tick_of_wall_time_before_its_clock_is_read() {
+        let tick = Duration::from_millis(1);
+        let (seen, total) = metered(
+            pin!(async {
+                // Blocked, not running: the wall clock would charge 20 ms.
+                std::thread::sleep(Duration::from_millis(20));
+                let blocked = used().unwrap();
+                burn(Duration::from_millis(5));
+                (blocked, used().unwrap())
+            }),
+            tick,
+        )
+        .await;
+        let (blocked, after_burn) = seen;
+        assert!(blocked <= tick + Duration::from_millis(1), "{blocked:?}");
+        assert!(after_burn >= Duration::from_millis(5), "{after_burn:?}");
+        assert!(after_burn < Duration::from_millis(12), "{after_burn:?}");
+        assert!(total >= after_burn && total < Duration::from_millis(15), "{total:?}");
+        // A short poll nobody asks about is charged its wall time, read without a system call.
+        let ((), short) = metered(pin!(async { burn(Duration::from_micros(300)) }), tick).await;
+        assert!(short >= Duration::from_micros(300) && short <= tick, "{short:?}");
     }
 }

@@ -153,6 +153,9 @@ pub(crate) struct WorkerShared {
     /// The epoch ticks a guest must have been seen running at before its CPU budget can stop
     /// it: the budget in ticks, at least 1.
     pub(crate) cpu_ticks: u32,
+    /// The epoch tick: how much of a poll is charged by the wall clock before the CPU clock
+    /// is read (see [`cpu`]).
+    pub(crate) epoch_tick: Duration,
     /// What every request tells the runtime's epoch ticker.
     pub(crate) activity: Arc<crate::engine::Activity>,
 }
@@ -425,7 +428,8 @@ async fn call_guest(
     let (result, cpu) = {
         let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
         let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
-        let (result, cpu) = cpu::metered(call).instrument(span.clone()).await;
+        let tick = target.shared.epoch_tick;
+        let (result, cpu) = cpu::metered(call, tick).instrument(span.clone()).await;
         span.record("cpu_us", cpu.as_micros() as u64);
         (result, cpu)
     };

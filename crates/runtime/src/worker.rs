@@ -126,6 +126,7 @@ impl Worker {
             fetcher: spec.fetcher,
             wall_clock: runtime.config().wall_clock,
             cpu_ticks,
+            epoch_tick: runtime.config().epoch_tick,
             activity: runtime.activity().clone(),
         });
         Ok(Self { inner: Arc::new(Inner { shared, pre, handle, memory, cache, info }) })
