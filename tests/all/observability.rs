@@ -209,6 +209,28 @@ fn hostile_config() -> String {
 }
 
 #[test]
+fn a_perf_map_names_guest_functions_only_when_asked() {
+    let map_of = |gw: &Gateway| std::path::PathBuf::from(format!("/tmp/perf-{}.map", gw.pid()));
+    let plain = Gateway::start(&hostile_config());
+    assert_eq!(get(plain.addr, "/h/ok").status, 200);
+    assert!(!map_of(&plain).exists(), "no perf map unless EDGEGATE_PERF_MAP=1");
+
+    let mapped = Gateway::start_with(&hostile_config(), &[], &[("EDGEGATE_PERF_MAP", "1")]);
+    assert_eq!(get(mapped.addr, "/h/ok").status, 200);
+    let path = map_of(&mapped);
+    let map = std::fs::read_to_string(&path).expect("EDGEGATE_PERF_MAP=1 writes /tmp/perf-PID.map");
+    let _ = std::fs::remove_file(&path);
+    // `perf` reads "START SIZE NAME" lines; the hostile guest's entry point must be named.
+    let named: Vec<&str> = map.lines().filter(|l| l.contains("edgegate_v1_handle")).collect();
+    assert!(
+        !named.is_empty(),
+        "no guest function named in {} lines:\n{map:.2000}",
+        map.lines().count()
+    );
+    assert!(named.iter().all(|l| l.split(' ').count() >= 3), "{named:?}");
+}
+
+#[test]
 fn traps_and_limit_hits_are_counted_under_their_labels() {
     let gw = Gateway::start(&hostile_config());
     for (path, status) in [

@@ -84,8 +84,15 @@ pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
         .max_wasm_stack(config.max_wasm_stack)
         .memory_init_cow(true)
         .parallel_compilation(true);
+    if std::env::var_os(PERF_MAP_ENV).is_some_and(|v| v == "1") {
+        wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     Engine::new(&wasm)
 }
+
+/// `EDGEGATE_PERF_MAP=1` names every compiled guest function in `/tmp/perf-PID.map`, so that
+/// `perf report` shows guest code by function instead of as `[unknown]`.
+pub(crate) const PERF_MAP_ENV: &str = "EDGEGATE_PERF_MAP";
 
 /// How long the ticker keeps ticking after the last request before it parks.
 pub(crate) const LINGER: Duration = Duration::from_millis(100);
