@@ -294,11 +294,39 @@ mod capacity {
     }
 
     fn measure(servers: &[&Server], settings: &CapacitySettings, cpus: &CpuPlan) -> Vec<Capacity> {
+        measure_in(std::env::temp_dir().as_path(), servers, settings, cpus)
+    }
+
+    fn measure_in(
+        work: &std::path::Path,
+        servers: &[&Server],
+        settings: &CapacitySettings,
+        cpus: &CpuPlan,
+    ) -> Vec<Capacity> {
         for server in servers {
             server.pause();
         }
         let templates: Arc<[RequestTemplate]> = Arc::from(vec![get()]);
-        capacity::measure(servers, Workload::DbLookup, &templates, settings, cpus, &|_| ()).unwrap()
+        let workload = Workload::DbLookup;
+        capacity::measure(servers, workload, &templates, settings, cpus, work, &|_| ()).unwrap()
+    }
+
+    #[test]
+    #[ignore = "measures CPU: run alone, as scripts/test does"]
+    fn wrk_cross_checks_each_round_with_a_script_left_for_reuse() {
+        if !super::wrk_installed() {
+            return;
+        }
+        let cpus = cpus();
+        let server = fake(&cpus, &["--burn", "200us"]);
+        let work = tempfile::tempdir().unwrap();
+        let settings = CapacitySettings { wrk: Some("wrk".into()), ..settings(1, 4) };
+        let c = measure_in(work.path(), &[&server], &settings, &cpus).remove(0);
+        let wrk = c.rounds[0].wrk.as_ref().expect("a wrk figure for the round");
+        assert!((wrk.rps / c.rounds[0].rps - 1.0).abs() < 0.2, "{c:?}");
+        let script = std::fs::read_to_string(work.path().join("wrk-db-lookup.lua"))
+            .expect("the wrk script is left in the work directory");
+        assert!(script.contains("wrk.format([[GET]], [[/]]"), "{script}");
     }
 
     fn rps(c: &Capacity) -> Vec<f64> {

@@ -203,7 +203,15 @@ impl<F: Fn(String)> Lab<'_, F> {
             let list: Vec<&Server> = turns.iter().map(|(_, server)| server).collect();
             let templates = self.templates(workload);
             let say = |m: String| self.progress.set_message(m);
-            match capacity::measure(&list, workload, &templates, settings, self.cpus, &say) {
+            match capacity::measure(
+                &list,
+                workload,
+                &templates,
+                settings,
+                self.cpus,
+                &self.env.work,
+                &say,
+            ) {
                 Ok(measured) => {
                     for (&&(index, _), capacity) in turns.iter().zip(measured) {
                         let r = &mut results[index];

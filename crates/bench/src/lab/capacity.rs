@@ -53,13 +53,16 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Measures each of `servers` on `templates`: its ramp alone, then `settings.rounds` rounds
 /// taking turns (the order rotates each round). Each server is resumed for its turns and
-/// paused after them. `say` hears what is measured.
+/// paused after them. `say` hears what is measured. With wrk, its script for the workload is
+/// left in `work` as `wrk-WORKLOAD.lua`, for loading a server by hand with the lab's requests
+/// (`bench/perf/profile` does).
 pub fn measure(
     servers: &[&Server],
     workload: Workload,
     templates: &Arc<[RequestTemplate]>,
     settings: &CapacitySettings,
     cpus: &CpuPlan,
+    work: &Path,
     say: &dyn Fn(String),
 ) -> anyhow::Result<Vec<Capacity>> {
     let mut out = Vec::with_capacity(servers.len());
@@ -71,7 +74,12 @@ pub fn measure(
         out.push(Capacity { workload, connections, ramp, rounds: Vec::new() });
     }
     let script = match &settings.wrk {
-        Some(_) => Some(wrk_script(templates)?),
+        Some(_) => {
+            let file = work.join(format!("wrk-{}.lua", workload.name()));
+            std::fs::write(&file, wrk_script(templates)?)
+                .with_context(|| format!("writing {}", file.display()))?;
+            Some(file)
+        }
         None => None,
     };
     for round in 0..settings.rounds {
@@ -215,14 +223,12 @@ fn wrk_script(templates: &[RequestTemplate]) -> anyhow::Result<String> {
 /// wrk's closed loop on `connections` for the round's time, and the server's CPU meanwhile.
 fn run_wrk(
     wrk: &Path,
-    script: &str,
+    script: &Path,
     server: &Server,
     connections: usize,
     settings: &CapacitySettings,
     cpus: &CpuPlan,
 ) -> anyhow::Result<WrkRound> {
-    let file = std::env::temp_dir().join(format!("edgegate-capacity-{}.lua", std::process::id()));
-    std::fs::write(&file, script)?;
     let threads = cpus.load.len().max(1).min(connections);
     let seconds = settings.duration.as_secs().max(1);
     let before = procfs::sample(server.pid())?;
@@ -234,7 +240,7 @@ fn run_wrk(
                 .arg(format!("-c{connections}"))
                 .arg(format!("-d{seconds}s"))
                 .arg("-s")
-                .arg(&file)
+                .arg(script)
                 .arg(format!("http://{}/", server.addr))
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped()),
@@ -243,7 +249,6 @@ fn run_wrk(
         .wait_with_output()?;
     let wall = started.elapsed();
     let after = procfs::sample(server.pid())?;
-    let _ = std::fs::remove_file(&file);
     anyhow::ensure!(out.status.success(), "wrk failed: {}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     anyhow::ensure!(!stdout.contains("Non-2xx or 3xx responses"), "wrk got errors: {stdout}");
