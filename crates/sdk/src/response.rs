@@ -32,6 +32,12 @@ impl Response {
         Self::builder(status).header("content-type", "application/json").body(body)
     }
 
+    /// A response with `content-type: application/json` and the body `{"error":"CODE"}`.
+    /// `code` is written as it is: a token such as `not_found`, with nothing to escape.
+    pub fn json_error(status: u16, code: &str) -> Self {
+        Self::json(status, &error_body(code))
+    }
+
     /// 405 with `allow: ALLOW` and the JSON error `method_not_allowed`.
     pub fn method_not_allowed(allow: &str) -> Self {
         Self::builder(405)
@@ -91,6 +97,15 @@ impl Response {
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
+}
+
+/// `{"error":"CODE"}`.
+pub(crate) fn error_body(code: &str) -> Vec<u8> {
+    let mut body = Vec::with_capacity(12 + code.len());
+    body.extend_from_slice(br#"{"error":""#);
+    body.extend_from_slice(code.as_bytes());
+    body.extend_from_slice(br#""}"#);
+    body
 }
 
 /// Builds a [`Response`]: headers first, then the body.

@@ -47,19 +47,11 @@ pub enum CatalogError {
     BadEntry,
 }
 
-fn error(status: u16, code: &str) -> Response {
-    let mut body = Vec::with_capacity(16 + code.len());
-    body.extend_from_slice(br#"{"error":""#);
-    body.extend_from_slice(code.as_bytes());
-    body.extend_from_slice(br#""}"#);
-    Response::json(status, &body)
-}
-
 /// The answer to a refused order.
 fn refused(refusal: Refusal<CatalogError>) -> Response {
     match refusal {
-        Refusal::InvalidOrder => error(400, "invalid_order"),
-        Refusal::TooManyItems => error(422, "too_many_items"),
+        Refusal::InvalidOrder => Response::json_error(400, "invalid_order"),
+        Refusal::TooManyItems => Response::json_error(422, "too_many_items"),
         Refusal::UnknownSku(sku) => {
             let mut body = Vec::with_capacity(40 + sku.len());
             body.extend_from_slice(br#"{"error":"unknown_sku","sku":"#);
@@ -68,7 +60,7 @@ fn refused(refusal: Refusal<CatalogError>) -> Response {
             body.push(b'}');
             Response::json(422, &body)
         }
-        Refusal::Lookup(CatalogError::BadEntry) => error(500, "bad_catalog_entry"),
+        Refusal::Lookup(CatalogError::BadEntry) => Response::json_error(500, "bad_catalog_entry"),
         Refusal::Lookup(CatalogError::Store(HostError::Unavailable | HostError::Timeout)) => {
             Response::builder(503)
                 .header("retry-after", "1")
@@ -76,9 +68,9 @@ fn refused(refusal: Refusal<CatalogError>) -> Response {
                 .body(br#"{"error":"store_unavailable"}"#)
         }
         Refusal::Lookup(CatalogError::Store(HostError::NotGranted)) => {
-            error(500, "namespace_not_granted")
+            Response::json_error(500, "namespace_not_granted")
         }
-        Refusal::Lookup(CatalogError::Store(_)) => error(500, "store_error"),
+        Refusal::Lookup(CatalogError::Store(_)) => Response::json_error(500, "store_error"),
     }
 }
 

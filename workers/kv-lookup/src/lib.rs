@@ -37,24 +37,16 @@ use edgegate_sdk::{HostError, Request, Response};
 /// The longest key the host accepts.
 const MAX_KEY: usize = edgegate_sdk::kv::MAX_KEY_LEN;
 
-fn error(status: u16, code: &str) -> Response {
-    let mut body = Vec::with_capacity(16 + code.len());
-    body.extend_from_slice(br#"{"error":""#);
-    body.extend_from_slice(code.as_bytes());
-    body.extend_from_slice(br#""}"#);
-    Response::json(status, &body)
-}
-
 /// The answer to a failed KV call.
 fn store_error(e: HostError) -> Response {
     match e {
-        HostError::LimitExceeded => error(413, "too_large"),
+        HostError::LimitExceeded => Response::json_error(413, "too_large"),
         HostError::Unavailable | HostError::Timeout => Response::builder(503)
             .header("retry-after", "1")
             .header("content-type", "application/json")
             .body(br#"{"error":"store_unavailable"}"#),
-        HostError::NotGranted => error(500, "namespace_not_granted"),
-        _ => error(500, "store_error"),
+        HostError::NotGranted => Response::json_error(500, "namespace_not_granted"),
+        _ => Response::json_error(500, "store_error"),
     }
 }
 
@@ -81,10 +73,10 @@ pub fn handle(req: &Request) -> Response {
     let prefix = config.get("prefix").unwrap_or("/kv/");
     let ns = kv::namespace(config.get("namespace").unwrap_or("demo"));
     let Some(key) = req.path().strip_prefix(prefix).and_then(percent_decode) else {
-        return error(400, "bad_key");
+        return Response::json_error(400, "bad_key");
     };
     if key.is_empty() || key.len() > MAX_KEY {
-        return error(400, "bad_key");
+        return Response::json_error(400, "bad_key");
     }
     match req.method() {
         "GET" => match ns.get(&key) {
@@ -94,7 +86,7 @@ pub fn handle(req: &Request) -> Response {
                     config.get("content_type").unwrap_or("application/octet-stream"),
                 )
                 .body(&value),
-            Ok(None) => error(404, "not_found"),
+            Ok(None) => Response::json_error(404, "not_found"),
             Err(e) => store_error(e),
         },
         "PUT" => {
@@ -106,7 +98,7 @@ pub fn handle(req: &Request) -> Response {
         }
         "DELETE" => match ns.delete(&key) {
             Ok(true) => Response::new(204, b""),
-            Ok(false) => error(404, "not_found"),
+            Ok(false) => Response::json_error(404, "not_found"),
             Err(e) => store_error(e),
         },
         _ => Response::method_not_allowed("GET, PUT, DELETE"),

@@ -162,15 +162,11 @@ impl Error {
             Self::MissingToken => "Bearer",
             _ => "Bearer error=\"invalid_token\"",
         };
-        let mut body = Vec::with_capacity(32);
-        body.extend_from_slice(b"{\"error\":\"");
-        body.extend_from_slice(self.code().as_bytes());
-        body.extend_from_slice(b"\"}");
         Response::builder(401)
             .header("www-authenticate", challenge)
             .header("content-type", "application/json")
             .header("cache-control", "no-store")
-            .body(body)
+            .body(crate::response::error_body(self.code()))
     }
 }
 
