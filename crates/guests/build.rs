@@ -13,8 +13,15 @@ use std::process::Command;
 const TARGET: &str = "wasm32-unknown-unknown";
 
 /// The demo workers, always built: the gateway binary embeds them.
-const WORKERS: &[&str] =
-    &["echo-json", "auth-router", "kv-lookup", "fan-out", "image-resize", "json-transform"];
+const WORKERS: &[&str] = &[
+    "echo-json",
+    "auth-router",
+    "kv-lookup",
+    "fan-out",
+    "image-resize",
+    "image-resize-wasm",
+    "json-transform",
+];
 
 /// Rust test programs, built with the `test-programs` feature.
 const RUST_PROGRAMS: &[&str] = &["hostile"];

@@ -8,6 +8,7 @@ mod cli;
 mod connections;
 mod demo;
 mod hostile;
+mod image;
 mod kv;
 mod limits;
 mod observability;

@@ -161,8 +161,8 @@ fn metrics_count_known_traffic_by_label_and_bucket() {
     assert_eq!(m.sum("edgegate_upstream_in_flight", &upstream), 0.0);
     assert_eq!(m.sum("edgegate_upstream_errors_total", &[]), 0.0);
 
-    // Five demo workers, each loaded once, from the cache or compiled.
-    assert_eq!(m.sum("edgegate_module_cache_total", &[]), 5.0);
+    // Six demo workers, each loaded once, from the cache or compiled.
+    assert_eq!(m.sum("edgegate_module_cache_total", &[]), 6.0);
     let version = [("version", env!("CARGO_PKG_VERSION"))];
     assert_eq!(m.sum("edgegate_build_info", &version), 1.0);
     for idle in [

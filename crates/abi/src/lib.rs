@@ -47,6 +47,7 @@
 //!     headers: &headers[..],
 //!     body: b"{}",
 //!     tls: false,
+//!     body_held: false,
 //! };
 //! let mut buf = vec![0; request::encoded_len(&parts).unwrap()];
 //! request::encode(&parts, &mut buf).unwrap();
@@ -63,6 +64,7 @@
 extern crate alloc;
 
 mod codec;
+pub mod image;
 pub mod jws;
 pub mod kv;
 pub mod outcome;
@@ -227,6 +229,36 @@ pub mod imports {
     /// taken).
     pub const FETCH_WAIT: &str = "fetch_wait";
 
+    /// `request_head(out_ptr: i32, out_cap: i32) -> i32`: the request buffer without its body
+    /// (`body_len` 0, flag [`crate::request::FLAG_BODY_HELD`] set), for a guest that leaves
+    /// the body in the host as blob 0. Returns its length `n`, written only when
+    /// `n <= out_cap` (ask again with a larger buffer).
+    pub const REQUEST_HEAD: &str = "request_head";
+    /// `blob_len(blob: i32) -> i64`: the length of a blob the host holds for this request
+    /// (0: the request body; others: what [`IMAGE_TRANSFORM`] returned), or
+    /// [`crate::HostError::NotFound`].
+    pub const BLOB_LEN: &str = "blob_len";
+    /// `blob_read(blob: i32, offset: i32, out_ptr: i32, out_len: i32) -> i32`: copies up to
+    /// `out_len` bytes of the blob from `offset` into guest memory and returns how many (0 at
+    /// the end). Errors: [`crate::HostError::NotFound`],
+    /// [`crate::HostError::InvalidArgument`].
+    pub const BLOB_READ: &str = "blob_read";
+    /// `image_probe(blob: i32, out_ptr: i32) -> i32`: reads the picture's header (no pixels are
+    /// decoded) and writes an [`crate::image::ImageInfo`] (16 bytes) to `out_ptr`. Returns 0,
+    /// or [`crate::HostError::NotGranted`] (the worker has no `image` grant),
+    /// [`crate::HostError::InvalidImage`], [`crate::HostError::NotFound`].
+    pub const IMAGE_PROBE: &str = "image_probe";
+    /// `image_transform(blob: i32, spec_ptr: i32, spec_len: i32) -> i32`: decodes the picture
+    /// in the blob, resizes, crops and orients it, encodes it as the
+    /// [`crate::image::TransformSpec`] says, and returns the handle of a new blob with the
+    /// result. It runs on the host's image threads; its CPU time counts against the request's
+    /// CPU budget (past it, the request ends with `cpu_budget_exceeded`). Errors:
+    /// [`crate::HostError::NotGranted`], [`crate::HostError::InvalidImage`],
+    /// [`crate::HostError::LimitExceeded`] (too many input pixels, an output over the cap, more
+    /// image memory than the worker's limit), [`crate::HostError::InvalidArgument`] (a
+    /// malformed spec), [`crate::HostError::NotFound`] (no such blob).
+    pub const IMAGE_TRANSFORM: &str = "image_transform";
+
     /// Whether the host provides `module::name`: one of [`ALL`] from [`crate::IMPORT_MODULE`].
     pub fn provided(module: &str, name: &str) -> bool {
         module == crate::IMPORT_MODULE && ALL.contains(&name)
@@ -252,6 +284,11 @@ pub mod imports {
         KV_LIST,
         FETCH_START,
         FETCH_WAIT,
+        REQUEST_HEAD,
+        BLOB_LEN,
+        BLOB_READ,
+        IMAGE_PROBE,
+        IMAGE_TRANSFORM,
     ];
 }
 
@@ -281,6 +318,8 @@ pub enum HostError {
     /// The stored value is not a decimal `i64`, or the result would overflow one
     /// (`kv_incr`).
     NotAnInteger = -9,
+    /// The bytes are not a picture the host reads: corrupt, truncated, or another format.
+    InvalidImage = -10,
 }
 
 impl HostError {
@@ -301,6 +340,7 @@ impl HostError {
             -7 => Self::AlgorithmMismatch,
             -8 => Self::BadSignature,
             -9 => Self::NotAnInteger,
+            -10 => Self::InvalidImage,
             _ => return None,
         })
     }

@@ -13,6 +13,10 @@
 //! 20  header block | body                | edit block
 //! ```
 //!
+//! Kind 4 is a response whose body the host holds (a blob, such as an image transform's
+//! output): kind 1's layout, with the body length's slot holding the blob's handle and no
+//! body bytes after the header block, so the body never passes through guest memory.
+//!
 //! An edit block is `edit_count` entries `[op: u32][name_len][value_len][name][value]`, with
 //! `op` an [`EditOp`]. An error's message goes to the gateway log, never to the client.
 
@@ -25,6 +29,8 @@ pub const KIND_RESPONSE: u32 = 1;
 pub const KIND_FORWARD: u32 = 2;
 /// The outcome kind of an error.
 pub const KIND_ERROR: u32 = 3;
+/// The outcome kind of a response whose body is a blob the host holds.
+pub const KIND_BLOB_RESPONSE: u32 = 4;
 
 /// What a guest can report instead of a response. The host turns each into a status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +97,15 @@ pub enum Outcome<'a> {
         /// The header edits, in order.
         edits: EditBlock<'a>,
     },
+    /// A complete response whose body is a blob the host holds (by handle).
+    BlobResponse {
+        /// The status code, as for [`Outcome::Response`].
+        status: u16,
+        /// The response headers.
+        headers: HeaderBlock<'a>,
+        /// The handle of the blob that is the body.
+        blob: u32,
+    },
     /// The worker failed.
     Error {
         /// What kind of failure.
@@ -113,6 +128,14 @@ impl<'a> Outcome<'a> {
                 let headers = HeaderBlock::parse(r.bytes(headers_len)?, header_count)?;
                 let body = r.bytes(body_len)?;
                 Outcome::Response { status, headers, body }
+            }
+            KIND_BLOB_RESPONSE => {
+                let status = u16::try_from(r.u32()?).map_err(|_| DecodeError::BadValue)?;
+                let header_count = r.u32()?;
+                let headers_len = r.u32()?;
+                let blob = r.u32()?;
+                let headers = HeaderBlock::parse(r.bytes(headers_len)?, header_count)?;
+                Outcome::BlobResponse { status, headers, blob }
             }
             KIND_FORWARD => {
                 let upstream_len = r.u32()?;
@@ -232,12 +255,24 @@ mod writer {
 
         /// Appends the body and returns the finished outcome buffer.
         pub fn finish(mut self, body: &[u8]) -> Vec<u8> {
+            self.close(body.len() as u32);
+            self.buf.extend_from_slice(body);
+            self.buf
+        }
+
+        /// Finishes a response whose body is the host's blob `blob` (kind 4).
+        pub fn finish_with_blob(mut self, blob: u32) -> Vec<u8> {
+            patch_u32(&mut self.buf, 0, KIND_BLOB_RESPONSE);
+            self.close(blob);
+            self.buf
+        }
+
+        /// Fills in the header count, the header block's length and the last fixed field.
+        fn close(&mut self, last: u32) {
             let headers_len = (self.buf.len() - Self::FIXED_LEN) as u32;
             patch_u32(&mut self.buf, 8, self.header_count);
             patch_u32(&mut self.buf, 12, headers_len);
-            patch_u32(&mut self.buf, 16, body.len() as u32);
-            self.buf.extend_from_slice(body);
-            self.buf
+            patch_u32(&mut self.buf, 16, last);
         }
     }
 
@@ -308,6 +343,22 @@ mod tests {
         assert_eq!(headers.len(), 2);
         assert_eq!(headers.get("Content-Type"), Some(&b"application/json"[..]));
         assert_eq!(body, b"{\"ok\":true}");
+    }
+
+    #[test]
+    fn blob_response_round_trip() {
+        let mut w = ResponseWriter::with_capacity(200, 0);
+        w.header(b"content-type", b"image/jpeg");
+        let buf = w.finish_with_blob(3);
+        let Outcome::BlobResponse { status, headers, blob } = Outcome::parse(&buf).unwrap() else {
+            panic!("not a blob response");
+        };
+        assert_eq!((status, blob), (200, 3));
+        assert_eq!(headers.get("content-type"), Some(&b"image/jpeg"[..]));
+        // No body bytes may follow: a trailing byte is refused like any other.
+        let mut longer = buf.clone();
+        longer.push(0);
+        assert!(Outcome::parse(&longer).is_err());
     }
 
     #[test]

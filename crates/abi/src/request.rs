@@ -10,6 +10,7 @@
 //! 20      4     headers_len     bytes of the header block
 //! 24      4     body_len
 //! 28      4     flags           bit 0: the client connected over TLS
+//!                               bit 1: the body is held by the host (blob 0), not here
 //! 32      …     method | target | authority | header block | body
 //! ```
 //!
@@ -25,6 +26,11 @@ pub const FIXED_LEN: usize = 32;
 
 /// Set in the flags field when the client connected over TLS.
 pub const FLAG_TLS: u32 = 1;
+
+/// Set in the flags field when the buffer leaves the body out (`body_len` is 0): the host
+/// holds it as blob 0, which the guest reads or hands to an image transform by handle
+/// (see [`crate::imports::REQUEST_HEAD`]).
+pub const FLAG_BODY_HELD: u32 = 2;
 
 /// A source of request headers for [`encode`]: visited once to size, once to write.
 pub trait Headers {
@@ -61,6 +67,9 @@ pub struct RequestParts<'a, H> {
     pub body: &'a [u8],
     /// Whether the client connected over TLS.
     pub tls: bool,
+    /// Whether the body was left out of the buffer, held by the host as blob 0 (then `body`
+    /// is empty).
+    pub body_held: bool,
 }
 
 /// The header count and the header block's length, or `None` if they overflow a `u32`.
@@ -99,7 +108,9 @@ pub fn encode<H: Headers>(
     w.u32(count)?;
     w.u32(headers_len)?;
     w.u32(parts.body.len() as u32)?;
-    w.u32(if parts.tls { FLAG_TLS } else { 0 })?;
+    let flags =
+        if parts.tls { FLAG_TLS } else { 0 } | if parts.body_held { FLAG_BODY_HELD } else { 0 };
+    w.u32(flags)?;
     w.bytes(parts.method.as_bytes())?;
     w.bytes(parts.target.as_bytes())?;
     w.bytes(parts.authority.as_bytes())?;
@@ -193,6 +204,11 @@ impl<'a> RequestView<'a> {
     pub fn is_tls(&self) -> bool {
         self.flags & FLAG_TLS != 0
     }
+
+    /// Whether the body was left out of this buffer and is held by the host as blob 0.
+    pub fn is_body_held(&self) -> bool {
+        self.flags & FLAG_BODY_HELD != 0
+    }
 }
 
 #[cfg(test)]
@@ -221,6 +237,7 @@ mod tests {
             headers,
             body: b"hello",
             tls: true,
+            body_held: false,
         })
     }
 
@@ -251,6 +268,7 @@ mod tests {
             headers,
             body: b"",
             tls: false,
+            body_held: false,
         });
         let v = RequestView::parse(&buf).unwrap();
         assert_eq!(v.path(), "/");
@@ -269,6 +287,7 @@ mod tests {
             headers,
             body: b"",
             tls: false,
+            body_held: false,
         };
         let len = encoded_len(&parts).unwrap();
         assert_eq!(encode(&parts, &mut vec![0; len - 1]), Err(LengthMismatch));
@@ -310,12 +329,13 @@ mod tests {
                 ("[a-z-]{1,12}", proptest::collection::vec(any::<u8>(), 0..20)), 0..8),
             body in proptest::collection::vec(any::<u8>(), 0..200),
             tls in any::<bool>(),
+            body_held in any::<bool>(),
         ) {
             let pairs: Vec<(&[u8], &[u8])> =
                 headers.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())).collect();
             let parts = RequestParts {
                 method: &method, target: &target, authority: &authority,
-                headers: pairs.as_slice(), body: &body, tls,
+                headers: pairs.as_slice(), body: &body, tls, body_held,
             };
             let buf = encode_vec(&parts);
             let v = RequestView::parse(&buf).unwrap();
@@ -324,6 +344,7 @@ mod tests {
             prop_assert_eq!(v.authority(), authority.as_str());
             prop_assert_eq!(v.body(), body.as_slice());
             prop_assert_eq!(v.is_tls(), tls);
+            prop_assert_eq!(v.is_body_held(), body_held);
             let got: Vec<(&[u8], &[u8])> = v.headers().iter().collect();
             prop_assert_eq!(got, pairs);
             match v.query() {

@@ -1,8 +1,9 @@
 //! The native-Rust comparator: the four workloads as a plain hyper server, no Wasm. It is the
 //! ceiling that shows what Wasm costs.
 //!
-//! The logic is the workers' own where it can be: the image path calls the `image-resize`
-//! worker's [`image_resize::resize_jpeg`], and the token is checked by the SDK's
+//! The logic is the workers' own where it can be: the image path calls what edgegate's image
+//! capability runs ([`edgegate_image::transform`], libjpeg-turbo and SIMD resampling), and the
+//! token is checked by the SDK's
 //! [`edgegate_sdk::jwt::verify`] (compiled natively, with `ring` as the key) under the same
 //! policy the gateway gives `auth-router`. Echo validates and compacts with the `echo-json`
 //! worker's [`echo_json::compact`]; lookups read a `HashMap`. Orders are priced by the `json-transform`
@@ -33,7 +34,7 @@ pub struct Native {
     validation: Validation,
     store: RwLock<HashMap<String, Bytes>>,
     catalog: HashMap<String, Product>,
-    target: image_resize::Target,
+    resize: edgegate_image::TransformSpec,
 }
 
 #[derive(Debug)]
@@ -82,7 +83,11 @@ impl Native {
             },
             store: RwLock::new(profiles.into_iter().collect()),
             catalog,
-            target: image_resize::Target::default(),
+            resize: edgegate_image::TransformSpec {
+                width: crate::workload::RESIZED.0.into(),
+                height: crate::workload::RESIZED.1.into(),
+                ..Default::default()
+            },
         })
     }
 
@@ -119,13 +124,7 @@ impl Native {
         match (&parts.method, path) {
             (&Method::POST, "/echo") => echo(&body),
             (&Method::POST, "/orders/summary") => self.summary(&body),
-            (&Method::POST, "/resize") => match image_resize::resize_jpeg(&body, &self.target) {
-                Ok(jpeg) => respond(200, "image/jpeg", jpeg.into()),
-                Err(image_resize::Error::TooLarge) => {
-                    json(413, r#"{"error":"image_too_large"}"#.into())
-                }
-                Err(_) => json(400, r#"{"error":"invalid_image"}"#.into()),
-            },
+            (&Method::POST, "/resize") => self.resize(body),
             (_, p) if p.starts_with("/auth/") => {
                 let authorization = parts.headers.get(http::header::AUTHORIZATION);
                 let token = authorization.and_then(|v| v.to_str().ok()?.strip_prefix("Bearer "));
@@ -173,6 +172,21 @@ impl Native {
         }
         body.push_str("}}");
         json(200, body.into())
+    }
+
+    fn resize(&self, body: Bytes) -> Response<Full<Bytes>> {
+        let budget = edgegate_image::Budget {
+            cpu: std::time::Duration::from_secs(1),
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(1),
+        };
+        let limits = edgegate_image::Limits::default();
+        match edgegate_image::transform(&body, &self.resize, &limits, &budget).0 {
+            Ok(out) => respond(200, "image/jpeg", out.bytes.into()),
+            Err(edgegate_image::Error::Invalid(_)) => {
+                json(400, r#"{"error":"invalid_image"}"#.into())
+            }
+            Err(_) => json(413, r#"{"error":"image_too_large"}"#.into()),
+        }
     }
 
     fn summary(&self, body: &[u8]) -> Response<Full<Bytes>> {

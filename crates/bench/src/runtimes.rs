@@ -161,9 +161,9 @@ worker = "json-transform"
 
 [workers.image-resize]
 module = "builtin:image-resize"
+image = true
 
 [workers.image-resize.limits]
-memory = "32MiB"
 cpu = "250ms"
 request_body = "8MiB"
 

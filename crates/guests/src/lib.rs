@@ -1,7 +1,7 @@
 //! The guest programs, built for `wasm32-unknown-unknown` by this crate's build script.
 //!
 //! * Demo workers are embedded as bytes ([`ECHO_JSON`], [`AUTH_ROUTER`], [`KV_LOOKUP`],
-//!   [`FAN_OUT`], [`IMAGE_RESIZE`], [`JSON_TRANSFORM`]); [`BUILTIN`] lists them by the name a configuration uses
+//!   [`FAN_OUT`], [`IMAGE_RESIZE`], [`IMAGE_RESIZE_WASM`], [`JSON_TRANSFORM`]); [`BUILTIN`] lists them by the name a configuration uses
 //!   (`module = "builtin:echo-json"`).
 //! * With the `test-programs` feature (dev-dependencies only), the hostile guests used by tests
 //!   are built too and named by path: `HOSTILE` (Rust, see
@@ -18,5 +18,6 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
     ("kv-lookup", KV_LOOKUP),
     ("fan-out", FAN_OUT),
     ("image-resize", IMAGE_RESIZE),
+    ("image-resize-wasm", IMAGE_RESIZE_WASM),
     ("json-transform", JSON_TRANSFORM),
 ];

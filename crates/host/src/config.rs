@@ -22,6 +22,9 @@ use serde::Deserialize;
 use crate::path::{EscapedSlashes, PathRules};
 use crate::size::ByteSize;
 
+mod image;
+pub use image::ImageConfig;
+
 /// The whole configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -255,6 +258,9 @@ pub struct RuntimeSection {
     pub max_worker_memory: ByteSize,
     /// Native stack for guest code; deeper recursion traps. Default 512KiB.
     pub max_wasm_stack: ByteSize,
+    /// How many image transforms run at once, process-wide. Default: the CPUs the process may
+    /// run on.
+    pub image_threads: usize,
 }
 
 impl Default for RuntimeSection {
@@ -266,6 +272,7 @@ impl Default for RuntimeSection {
             epoch_tick: runtime.epoch_tick,
             max_worker_memory: ByteSize(runtime.max_memory),
             max_wasm_stack: ByteSize(runtime.max_wasm_stack as u64),
+            image_threads: runtime.image_threads,
         }
     }
 }
@@ -296,6 +303,10 @@ pub struct WorkerConfig {
     /// may also fetch `upstream://NAME/…` from the upstreams it is granted.
     #[serde(default)]
     pub fetch: Vec<String>,
+    /// The image capability: `true` with the default limits, or a table of them. Without it
+    /// the image host calls answer `NotGranted`.
+    #[serde(default, deserialize_with = "image::grant")]
+    pub image: Option<ImageConfig>,
 }
 
 /// `[workers.NAME.jwt]`: the worker's token policy and its keys. The keys stay in the host;

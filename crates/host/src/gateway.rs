@@ -228,6 +228,7 @@ impl Gateway {
                         keys,
                         kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
                         fetcher: fetcher(worker, &upstreams, &fetch_pool),
+                        image: worker.image.as_ref().map(Into::into),
                     })
                     .map_err(|source| {
                         let module = worker.module.clone();
@@ -759,6 +760,7 @@ pub fn runtime_config(config: &crate::config::Config) -> RuntimeConfig {
         max_memory: config.runtime.max_worker_memory.bytes(),
         epoch_tick: config.runtime.epoch_tick,
         max_wasm_stack: config.runtime.max_wasm_stack.bytes() as usize,
+        image_threads: config.runtime.image_threads,
         ..RuntimeConfig::default()
     }
 }

@@ -30,6 +30,7 @@ fn load(runtime: &Runtime, wasm: &[u8]) -> Worker {
             keys: None,
             kv: Vec::new(),
             fetcher: None,
+            image: None,
         })
         .unwrap()
 }

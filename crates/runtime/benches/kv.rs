@@ -42,6 +42,7 @@ fn bench(c: &mut Criterion) {
             keys: None,
             kv: vec![Namespace { name: "t".into(), store: Store::Memory(memory.clone()) }],
             fetcher: None,
+            image: None,
         })
         .unwrap();
     let request = |n: u32| GuestRequest {

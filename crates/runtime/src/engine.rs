@@ -46,6 +46,10 @@ pub struct RuntimeConfig {
     /// against. `SystemTime::now` unless a test pins it (the RFC 7515 example tokens
     /// expired in 2011).
     pub wall_clock: fn() -> std::time::SystemTime,
+    /// **Image threads** (default: the CPUs the process may run on): how many image
+    /// transforms run at once, process-wide, on tokio's blocking pool. A transform waits for
+    /// one (within its request's deadline), so image work cannot take every blocking thread.
+    pub image_threads: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -56,6 +60,7 @@ impl Default for RuntimeConfig {
             epoch_tick: Duration::from_millis(1),
             max_wasm_stack: 512 << 10,
             wall_clock: std::time::SystemTime::now,
+            image_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }

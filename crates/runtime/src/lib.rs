@@ -22,6 +22,7 @@
 //!     keys: None,
 //!     kv: Vec::new(),
 //!     fetcher: None,
+//!     image: None,
 //! })?;
 //! let request = GuestRequest { body: "{}".into(), ..Default::default() };
 //! match worker.handle(request, RequestId(1)).await {
@@ -40,6 +41,7 @@ mod error;
 mod escape;
 pub mod fetch;
 mod hostcalls;
+mod image;
 pub mod keys;
 mod limits;
 mod module_cache;
@@ -56,6 +58,7 @@ pub const SPAN_TARGET: &str = "edgegate::span";
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};
+pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache};
@@ -72,6 +75,8 @@ pub struct Runtime {
     cache: Option<ModuleCache>,
     config: RuntimeConfig,
     ticker: engine::EpochTicker,
+    /// The image threads every worker's transforms share (`RuntimeConfig::image_threads`).
+    image_threads: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -90,7 +95,9 @@ impl Runtime {
         let engine = engine::new_engine(&config)?;
         let linker = hostcalls::linker(&engine)?;
         let ticker = engine::EpochTicker::start(&engine, config.epoch_tick)?;
-        Ok(Self { engine, linker, cache, config, ticker })
+        let image_threads =
+            std::sync::Arc::new(tokio::sync::Semaphore::new(config.image_threads.max(1)));
+        Ok(Self { engine, linker, cache, config, ticker, image_threads })
     }
 
     /// Loads a module as a worker.
@@ -105,6 +112,10 @@ impl Runtime {
 
     pub(crate) fn linker(&self) -> &Linker<RequestState> {
         &self.linker
+    }
+
+    pub(crate) fn image_threads(&self) -> &std::sync::Arc<tokio::sync::Semaphore> {
+        &self.image_threads
     }
 
     /// What requests tell the epoch ticker, so that it ticks while they run.

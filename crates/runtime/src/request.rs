@@ -91,6 +91,11 @@ impl GuestRequest {
         }
     }
 
+    /// The parts the ABI encodes, without the body (held by the host as blob 0).
+    pub(crate) fn head(&self) -> RequestParts<'_, HeaderMapHeaders<'_>> {
+        RequestParts { body: &[], body_held: true, ..self.parts() }
+    }
+
     /// The parts the ABI encodes.
     pub(crate) fn parts(&self) -> RequestParts<'_, HeaderMapHeaders<'_>> {
         RequestParts {
@@ -100,6 +105,7 @@ impl GuestRequest {
             headers: HeaderMapHeaders(&self.headers),
             body: &self.body,
             tls: self.tls,
+            body_held: false,
         }
     }
 }
@@ -149,6 +155,8 @@ pub(crate) struct WorkerShared {
     pub(crate) kv: Vec<edgegate_kv::Namespace>,
     /// How it makes outbound requests; `None`: it may make none.
     pub(crate) fetcher: Option<Arc<dyn Fetcher>>,
+    /// What its image work may use; `None`: it may do none.
+    pub(crate) image: Option<Arc<crate::image::ImageShared>>,
     pub(crate) wall_clock: fn() -> std::time::SystemTime,
     /// The epoch ticks a guest must have been seen running at before its CPU budget can stop
     /// it: the budget in ticks, at least 1.
@@ -182,6 +190,11 @@ pub(crate) struct RequestState {
     /// An answer too large for the guest's buffer, kept for the same call again.
     pub(crate) kept: Option<Kept>,
     pub(crate) fetches: Fetches,
+    /// Bytes the host holds for the request after its body (blob 0): image results.
+    pub(crate) blobs: Vec<Bytes>,
+    /// CPU time host work for the guest spent on other threads (image transforms): charged
+    /// to the request like the guest's own.
+    pub(crate) offloaded_cpu: Duration,
     pub(crate) stop: Option<Stop>,
     usage: Usage,
     /// Epoch ticks the guest has been seen running at.
@@ -202,6 +215,31 @@ impl RequestState {
             ));
         }
         Ok(())
+    }
+
+    /// Blob `handle`: 0 is the request body, then what [`Self::add_blob`] added.
+    pub(crate) fn blob(&self, handle: u32) -> Option<&Bytes> {
+        match handle.checked_sub(1) {
+            None => Some(&self.request.body),
+            Some(i) => self.blobs.get(i as usize),
+        }
+    }
+
+    /// Keeps `bytes` for the request and returns its handle.
+    pub(crate) fn add_blob(&mut self, bytes: Bytes) -> i32 {
+        self.blobs.push(bytes);
+        self.blobs.len() as i32
+    }
+
+    /// The CPU time the request has used so far: the guest's (when asked inside its poll)
+    /// and its host work on other threads.
+    pub(crate) fn cpu_used(&self) -> Duration {
+        cpu::used().unwrap_or_default() + self.offloaded_cpu
+    }
+
+    /// When the request's deadline passes.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
     }
 
     /// Counts `ops` KV operations; past the budget, the guest gets `LimitExceeded` (and the
@@ -319,7 +357,7 @@ fn on_epoch(mut store: StoreContextMut<'_, RequestState>) -> wasmtime::Result<Up
     // budget / tick ticks; a stall is seen at one.
     state.ticks_seen += 1;
     if state.ticks_seen >= state.worker.cpu_ticks
-        && cpu::used().is_some_and(|used| used > state.worker.limits.cpu)
+        && cpu::used().is_some_and(|used| used + state.offloaded_cpu > state.worker.limits.cpu)
     {
         state.stop = Some(Stop::Cpu);
         return Ok(UpdateDeadline::Interrupt);
@@ -362,6 +400,8 @@ pub(crate) async fn run(
         kv_ops: 0,
         kept: None,
         fetches: Fetches::default(),
+        blobs: Vec::new(),
+        offloaded_cpu: Duration::ZERO,
         stop: None,
         usage: Usage::default(),
         ticks_seen: 0,
@@ -433,9 +473,9 @@ async fn call_guest(
         span.record("cpu_us", cpu.as_micros() as u64);
         (result, cpu)
     };
-    let usage = &mut store.data_mut().usage;
-    usage.guest = started.elapsed();
-    usage.cpu = cpu;
+    let state = store.data_mut();
+    state.usage.guest = started.elapsed();
+    state.usage.cpu = cpu + state.offloaded_cpu;
     result
 }
 
@@ -497,37 +537,13 @@ fn decode(
         })?;
     match AbiOutcome::parse(bytes).map_err(|e| abi(format!("malformed outcome: {e}")))? {
         AbiOutcome::Response { status, headers, body } => {
-            if body.len() as u64 > limits.response_body {
-                return Err(ExecError::new(
-                    ExecErrorKind::ResponseTooLarge,
-                    format!("{} bytes, limit {}", body.len(), limits.response_body),
-                ));
-            }
-            if !WORKER_STATUSES.contains(&status) {
-                return Err(invalid(format!("status {status}: a worker answers 200 to 599")));
-            }
-            let status = StatusCode::from_u16(status).map_err(|e| invalid(e.to_string()))?;
-            let mut map = HeaderMap::with_capacity(headers.len());
-            for (name, value) in headers {
-                let name = header_name(name)?;
-                let value = header_value(&name, value)?;
-                if name == http::header::CONTENT_LENGTH {
-                    if value.as_bytes() != body.len().to_string().as_bytes() {
-                        return Err(invalid(format!(
-                            "content-length {:?} for a body of {} bytes",
-                            String::from_utf8_lossy(value.as_bytes()),
-                            body.len()
-                        )));
-                    }
-                    continue;
-                }
-                connection_header(&name)?;
-                map.append(name, value);
-            }
-            let mut response = http::Response::new(Bytes::copy_from_slice(body));
-            *response.status_mut() = status;
-            *response.headers_mut() = map;
-            Ok(GuestOutcome::Response(response))
+            response(status, headers, limits, body.len(), || Bytes::copy_from_slice(body))
+        }
+        AbiOutcome::BlobResponse { status, headers, blob } => {
+            let body = store.data().blob(blob).cloned().ok_or_else(|| {
+                abi(format!("the response's body is blob {blob}, which does not exist"))
+            })?;
+            response(status, headers, limits, body.len(), || body)
         }
         AbiOutcome::Forward { upstream, edits } => {
             let edits = edits
@@ -558,6 +574,47 @@ fn decode(
             Err(ExecError::new(kind, format!("{code:?}: {message}")))
         }
     }
+}
+
+/// A checked response: status, headers, and a body of `len` bytes made by `body` once the
+/// rest is known to be good.
+fn response(
+    status: u16,
+    headers: edgegate_abi::HeaderBlock<'_>,
+    limits: &Limits,
+    len: usize,
+    body: impl FnOnce() -> Bytes,
+) -> Result<GuestOutcome, ExecError> {
+    if len as u64 > limits.response_body {
+        return Err(ExecError::new(
+            ExecErrorKind::ResponseTooLarge,
+            format!("{len} bytes, limit {}", limits.response_body),
+        ));
+    }
+    if !WORKER_STATUSES.contains(&status) {
+        return Err(invalid(format!("status {status}: a worker answers 200 to 599")));
+    }
+    let status = StatusCode::from_u16(status).map_err(|e| invalid(e.to_string()))?;
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let name = header_name(name)?;
+        let value = header_value(&name, value)?;
+        if name == http::header::CONTENT_LENGTH {
+            if value.as_bytes() != len.to_string().as_bytes() {
+                return Err(invalid(format!(
+                    "content-length {:?} for a body of {len} bytes",
+                    String::from_utf8_lossy(value.as_bytes()),
+                )));
+            }
+            continue;
+        }
+        connection_header(&name)?;
+        map.append(name, value);
+    }
+    let mut response = http::Response::new(body());
+    *response.status_mut() = status;
+    *response.headers_mut() = map;
+    Ok(GuestOutcome::Response(response))
 }
 
 fn invalid(detail: String) -> ExecError {

@@ -35,6 +35,8 @@ pub struct WorkerSpec<'a> {
     pub kv: Vec<edgegate_kv::Namespace>,
     /// How the worker's outbound requests are made; `None`: it may make none (`NotGranted`).
     pub fetcher: Option<Arc<dyn Fetcher>>,
+    /// What its image work may use; `None`: the image host calls answer `NotGranted`.
+    pub image: Option<crate::ImageGrant>,
 }
 
 /// A loaded worker, ready to serve requests. Cheap to clone.
@@ -124,6 +126,9 @@ impl Worker {
             keys: spec.keys,
             kv: spec.kv,
             fetcher: spec.fetcher,
+            image: spec.image.map(|grant| {
+                Arc::new(crate::image::ImageShared::new(grant, runtime.image_threads().clone()))
+            }),
             wall_clock: runtime.config().wall_clock,
             cpu_ticks,
             epoch_tick: runtime.config().epoch_tick,

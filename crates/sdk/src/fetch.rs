@@ -64,6 +64,7 @@ pub fn start(request: &FetchRequest<'_>) -> Result<Pending, HostError> {
         headers: request.headers,
         body: request.body,
         tls: false,
+        body_held: false,
     };
     let len = request::encoded_len(&parts).ok_or(HostError::LimitExceeded)?;
     let mut buf = vec![0u8; len];

@@ -42,8 +42,10 @@ extern crate alloc;
 extern crate std;
 
 pub mod arena;
+mod blob;
 pub mod fetch;
 pub mod host;
+pub mod image;
 pub mod jwt;
 pub mod kv;
 mod request;
@@ -53,6 +55,7 @@ mod sys;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
+pub use blob::Blob;
 pub use edgegate_abi::outcome::{EditOp, ErrorCode};
 pub use edgegate_abi::{HostError, LogLevel};
 pub use request::Request;
@@ -84,6 +87,15 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 /// edgegate_sdk::export!(handle);
 /// ```
 ///
+/// With `body = host`, the request's body is not copied into the worker's memory: the host
+/// keeps it as [`Blob::BODY`], [`Request::body`] is empty, and the worker reads the body or
+/// hands it to the host (an [`image`] transform) by handle. For a worker whose bodies are
+/// large and whose work the host does:
+///
+/// ```ignore
+/// edgegate_sdk::export!(handle, body = host);
+/// ```
+///
 /// On wasm32 this defines the `edgegate_v1_handle` export; on other targets it expands to
 /// nothing, so the crate still builds and tests natively.
 #[macro_export]
@@ -95,6 +107,13 @@ macro_rules! export {
             $crate::__private::serve(request_len, $handler)
         }
     };
+    ($handler:path, body = host) => {
+        #[cfg(target_arch = "wasm32")]
+        #[unsafe(export_name = "edgegate_v1_handle")]
+        extern "C" fn __edgegate_v1_handle(request_len: u32) -> u64 {
+            $crate::__private::serve_head(request_len, $handler)
+        }
+    };
 }
 
 #[doc(hidden)]
@@ -104,23 +123,39 @@ pub mod __private {
 
     /// Reads the request, runs the handler, and returns the packed outcome buffer.
     pub fn serve(request_len: u32, handler: fn(&Request<'_>) -> Response) -> u64 {
-        let outcome = run(request_len, handler).into_bytes();
+        // Zeroed arena memory is fresh and costs no memset (see `arena`).
+        let mut buf = vec![0u8; request_len as usize];
+        let read = crate::sys::read_request(&mut buf) == 0;
+        finish(read.then_some(&buf[..]), handler)
+    }
+
+    /// [`serve`], with the body left in the host as blob 0.
+    pub fn serve_head(request_len: u32, handler: fn(&Request<'_>) -> Response) -> u64 {
+        // The head is at most the whole request, and nearly always a few hundred bytes.
+        let mut buf = vec![0u8; (request_len as usize).min(4096)];
+        let mut n = crate::sys::read_head(&mut buf);
+        if n as usize > buf.len() {
+            buf = vec![0u8; n as usize];
+            n = crate::sys::read_head(&mut buf);
+        }
+        finish(buf.get(..usize::try_from(n).unwrap_or(usize::MAX)), handler)
+    }
+
+    /// Runs the handler on the request buffer (`None`: the host would not give it), and
+    /// returns the packed outcome.
+    fn finish(buf: Option<&[u8]>, handler: fn(&Request<'_>) -> Response) -> u64 {
+        let response = match buf.map(Request::parse) {
+            None => Response::error(ErrorCode::BadRequestBuffer, "reading the request failed"),
+            Some(Ok(req)) => handler(&req),
+            Some(Err(_)) => {
+                Response::error(ErrorCode::BadRequestBuffer, "malformed request buffer")
+            }
+        };
+        let outcome = response.into_bytes();
         let packed = edgegate_abi::pack_outcome(outcome.as_ptr() as u32, outcome.len() as u32);
         // The buffer must outlive this call: the host reads it after we return. The instance
         // is dropped after that, so this is not a leak.
         core::mem::forget(outcome);
         packed
-    }
-
-    fn run(request_len: u32, handler: fn(&Request<'_>) -> Response) -> Response {
-        // Zeroed arena memory is fresh and costs no memset (see `arena`).
-        let mut buf = vec![0u8; request_len as usize];
-        if crate::sys::read_request(&mut buf) != 0 {
-            return Response::error(ErrorCode::BadRequestBuffer, "request_read failed");
-        }
-        match Request::parse(&buf) {
-            Ok(req) => handler(&req),
-            Err(_) => Response::error(ErrorCode::BadRequestBuffer, "malformed request buffer"),
-        }
     }
 }

@@ -63,9 +63,15 @@ impl<'a> Request<'a> {
         self.view.headers()
     }
 
-    /// The body.
+    /// The body; empty when the worker left it in the host (see [`Request::is_body_held`]).
     pub fn body(&self) -> &'a [u8] {
         self.view.body()
+    }
+
+    /// Whether the body was left in the host as [`crate::Blob::BODY`] (a worker exported with
+    /// `export!(handler, body = host)`), rather than copied into the worker's memory.
+    pub fn is_body_held(&self) -> bool {
+        self.view.is_body_held()
     }
 
     /// Whether the client connected over TLS.

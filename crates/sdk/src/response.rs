@@ -67,7 +67,7 @@ impl Response {
     /// The status of a response; 0 for a forward or an error.
     pub fn status(&self) -> u16 {
         match self.outcome() {
-            Outcome::Response { status, .. } => status,
+            Outcome::Response { status, .. } | Outcome::BlobResponse { status, .. } => status,
             _ => 0,
         }
     }
@@ -75,7 +75,9 @@ impl Response {
     /// The headers of a response; empty for a forward or an error.
     pub fn headers(&self) -> Option<HeaderBlock<'_>> {
         match self.outcome() {
-            Outcome::Response { headers, .. } => Some(headers),
+            Outcome::Response { headers, .. } | Outcome::BlobResponse { headers, .. } => {
+                Some(headers)
+            }
             _ => None,
         }
     }
@@ -85,7 +87,7 @@ impl Response {
         self.headers()?.get(name)
     }
 
-    /// The body of a response; empty for a forward or an error.
+    /// The body of a response; empty for a forward, an error, or a body the host holds.
     pub fn body(&self) -> &[u8] {
         match self.outcome() {
             Outcome::Response { body, .. } => body,
@@ -126,6 +128,12 @@ impl ResponseBuilder {
     /// Finishes the response with `body`.
     pub fn body(self, body: impl AsRef<[u8]>) -> Response {
         Response { buf: self.writer.finish(body.as_ref()) }
+    }
+
+    /// Finishes the response with a body the host holds, such as an image transform's
+    /// output: it is sent from the host, never copied into the worker's memory.
+    pub fn body_blob(self, blob: crate::Blob) -> Response {
+        Response { buf: self.writer.finish_with_blob(blob.handle()) }
     }
 
     /// Finishes the response with no body.

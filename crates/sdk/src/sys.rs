@@ -3,7 +3,8 @@
 //!
 //! On wasm32 these call into the gateway. Natively (unit tests of worker logic) they are inert:
 //! no request to read, logs, random bytes and signature checks unavailable, no configuration,
-//! no KV namespace and no fetch granted, and clocks from the standard library.
+//! no KV namespace, fetch or image work granted, no blobs, and clocks from the standard
+//! library.
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
@@ -82,6 +83,11 @@ mod imp {
         ) -> i32;
         fn fetch_start(req: *const u8, req_len: usize) -> i32;
         fn fetch_wait(handle: i32, out: *mut u8, cap: usize) -> i32;
+        fn request_head(out: *mut u8, cap: usize) -> i32;
+        fn blob_len(blob: u32) -> i64;
+        fn blob_read(blob: u32, offset: u32, out: *mut u8, len: usize) -> i32;
+        fn image_probe(blob: u32, out: *mut u8) -> i32;
+        fn image_transform(blob: u32, spec: *const u8, spec_len: usize) -> i32;
     }
 
     // Not in the block above: that one's `wasm_import_module` would make it a host import.
@@ -99,6 +105,31 @@ mod imp {
         // SAFETY: the host writes at most `buf.len()` bytes into `buf`, which is valid for
         // writes of that length.
         unsafe { request_read(buf.as_mut_ptr(), buf.len()) }
+    }
+
+    pub fn read_head(buf: &mut [u8]) -> i32 {
+        // SAFETY: the host writes at most `buf.len()` bytes into `buf`.
+        unsafe { request_head(buf.as_mut_ptr(), buf.len()) }
+    }
+
+    pub fn blob_size(blob: u32) -> i64 {
+        // SAFETY: takes no pointers.
+        unsafe { blob_len(blob) }
+    }
+
+    pub fn read_blob(blob: u32, offset: u32, out: &mut [u8]) -> i32 {
+        // SAFETY: the host writes at most `out.len()` bytes into `out`.
+        unsafe { blob_read(blob, offset, out.as_mut_ptr(), out.len()) }
+    }
+
+    pub fn probe_image(blob: u32, out: &mut [u8; edgegate_abi::image::ImageInfo::LEN]) -> i32 {
+        // SAFETY: the host writes exactly `ImageInfo::LEN` bytes into `out`.
+        unsafe { image_probe(blob, out.as_mut_ptr()) }
+    }
+
+    pub fn transform_image(blob: u32, spec: &[u8]) -> i32 {
+        // SAFETY: the host only reads `spec`, which is valid for its length.
+        unsafe { image_transform(blob, spec.as_ptr(), spec.len()) }
     }
 
     pub fn log(level: i32, message: &[u8]) {
@@ -256,6 +287,26 @@ mod imp {
 
     pub fn read_request(_buf: &mut [u8]) -> i32 {
         HostError::Unavailable.code()
+    }
+
+    pub fn read_head(_buf: &mut [u8]) -> i32 {
+        HostError::Unavailable.code()
+    }
+
+    pub fn blob_size(_blob: u32) -> i64 {
+        HostError::NotFound.code().into()
+    }
+
+    pub fn read_blob(_blob: u32, _offset: u32, _out: &mut [u8]) -> i32 {
+        HostError::NotFound.code()
+    }
+
+    pub fn probe_image(_blob: u32, _out: &mut [u8; edgegate_abi::image::ImageInfo::LEN]) -> i32 {
+        HostError::NotGranted.code()
+    }
+
+    pub fn transform_image(_blob: u32, _spec: &[u8]) -> i32 {
+        HostError::NotGranted.code()
     }
 
     pub fn log(_level: i32, _message: &[u8]) {}

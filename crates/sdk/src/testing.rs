@@ -77,6 +77,7 @@ impl TestRequest {
             headers: pairs.as_slice(),
             body: &self.body,
             tls: false,
+            body_held: false,
         };
         let len = request::encoded_len(&parts).expect("test request fits in 4 GiB");
         let mut encoded = vec![0; len];

@@ -105,6 +105,7 @@ impl Setup {
                     keys: Some(keys.clone()),
                     kv: Vec::new(),
                     fetcher: None,
+                    image: None,
                 })
                 .unwrap()
         };

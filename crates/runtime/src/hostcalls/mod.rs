@@ -4,9 +4,11 @@
 //! memory only through the bounds-checked helpers here. A bad pointer or length is the guest's
 //! problem: it gets [`edgegate_abi::HostError::InvalidArgument`], never a host panic.
 
+mod blob;
 mod clock;
 mod config;
 mod fetch;
+mod image;
 mod jws;
 mod kv;
 mod log;
@@ -55,6 +57,11 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> 
     linker.func_wrap_async(IMPORT_MODULE, imports::KV_LIST, kv::kv_list)?;
     linker.func_wrap(IMPORT_MODULE, imports::FETCH_START, fetch::fetch_start)?;
     linker.func_wrap_async(IMPORT_MODULE, imports::FETCH_WAIT, fetch::fetch_wait)?;
+    linker.func_wrap(IMPORT_MODULE, imports::REQUEST_HEAD, blob::request_head)?;
+    linker.func_wrap(IMPORT_MODULE, imports::BLOB_LEN, blob::blob_len)?;
+    linker.func_wrap(IMPORT_MODULE, imports::BLOB_READ, blob::blob_read)?;
+    linker.func_wrap(IMPORT_MODULE, imports::IMAGE_PROBE, image::image_probe)?;
+    linker.func_wrap_async(IMPORT_MODULE, imports::IMAGE_TRANSFORM, image::image_transform)?;
     Ok(linker)
 }
 

@@ -27,6 +27,7 @@ fn auth_router(runtime: &Runtime, keys: Option<Keys>, config: &[(&str, &str)]) -
             keys,
             kv: Vec::new(),
             fetcher: None,
+            image: None,
         })
         .unwrap()
 }
@@ -236,6 +237,7 @@ async fn hostile_arguments_to_jws_verify_get_error_codes() {
             keys: Some(all_keys()),
             kv: Vec::new(),
             fetcher: None,
+            image: None,
         })
         .unwrap();
     let r = response(&worker, get("/jws-abuse")).await;

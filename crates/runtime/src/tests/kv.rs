@@ -21,6 +21,7 @@ fn kv_worker(namespaces: Vec<Namespace>, limits: Limits) -> Worker {
             keys: None,
             kv: namespaces,
             fetcher: None,
+            image: None,
         })
         .unwrap()
 }

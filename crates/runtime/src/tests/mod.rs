@@ -10,6 +10,7 @@ use edgegate_guests as guests;
 use crate::*;
 
 mod auth;
+mod image;
 mod kv;
 
 fn runtime() -> &'static Runtime {
@@ -42,6 +43,7 @@ fn load_into(
         keys: None,
         kv: Vec::new(),
         fetcher: None,
+        image: None,
     })
 }
 
@@ -89,6 +91,7 @@ async fn echo_json_round_trips() {
             keys: None,
             kv: Vec::new(),
             fetcher: None,
+            image: None,
         })
         .unwrap();
     let mut request = get("/echo");
@@ -317,6 +320,7 @@ fn modules_that_do_not_fit_are_refused_at_load() {
         keys: None,
         kv: Vec::new(),
         fetcher: None,
+        image: None,
     });
     assert!(matches!(garbage, Err(LoadError::Compile(_))));
     let too_big = Limits { memory: 1 << 40, ..Limits::default() };

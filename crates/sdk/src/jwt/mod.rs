@@ -216,9 +216,10 @@ impl Verifier for HostKeys {
                 Some(HostError::BadSignature) => Error::BadSignature,
                 Some(HostError::NotGranted) => Error::NotConfigured,
                 Some(HostError::Unavailable | HostError::Timeout) => Error::KeysUnavailable,
-                Some(HostError::InvalidArgument | HostError::NotAnInteger) | None => {
-                    Error::Malformed
-                }
+                Some(
+                    HostError::InvalidArgument | HostError::NotAnInteger | HostError::InvalidImage,
+                )
+                | None => Error::Malformed,
             }),
         }
     }
