@@ -26,7 +26,8 @@ pub struct BenchCommand {
     /// Where report.md, results.json and the SVG charts go.
     #[arg(long, short = 'o', value_name = "DIR", default_value = "bench-report")]
     out: PathBuf,
-    /// Runtimes to run, comma-separated: edgegate, node, workerd, native.
+    /// Runtimes to run, comma-separated: edgegate, node, workerd, native, and on request
+    /// edgegate-wasm (edgegate with the image path in pure Wasm, without the image capability).
     #[arg(long, value_delimiter = ',', value_parser = parse_runtime)]
     runtimes: Vec<Runtime>,
     /// Workloads to run, comma-separated: static-json, auth-check, db-lookup, json-transform,

@@ -373,9 +373,9 @@ impl<F: Fn(String)> Lab<'_, F> {
             rounds: Vec::new(),
         };
         prepared.write_catalog("")?;
-        let edgegate = prepared.runtime == Runtime::Edgegate;
+        let edgegate = prepared.runtime.is_edgegate();
         if edgegate {
-            self.env.clear_module_cache()?;
+            self.env.clear_module_cache(prepared.runtime)?;
             let first = start()?;
             result.cold_start.push(once("first start, no module compiled yet", &first));
             first.stop();
@@ -397,7 +397,7 @@ impl<F: Fn(String)> Lab<'_, F> {
         result.idle_rss_mb = Spread::of(result.idle_rss_rounds.iter().copied()).map(|s| s.median);
         result.cold_start.push(repeated);
         if edgegate {
-            self.env.deploy_echo_json(1).map_err(anyhow::Error::msg)?;
+            self.env.deploy_echo_json(prepared.runtime, 1).map_err(anyhow::Error::msg)?;
             let server = start()?;
             let what = "start after a new echo-json version (it compiles, the rest are cached)";
             result.cold_start.push(once(what, &server));

@@ -34,6 +34,10 @@ pub const SECRET_ENV: &str = "EDGEGATE_BENCH_SECRET";
 pub enum Runtime {
     /// edgegate: Rust workers in Wasm, a fresh instance per request.
     Edgegate,
+    /// edgegate with the image path in pure Rust inside Wasm (`image-resize-wasm`), without
+    /// the host's image capability: on request only (`--runtimes edgegate-wasm`), to show what
+    /// the capability changes.
+    EdgegateWasm,
     /// Node.js (V8), the machine's `node`.
     Node,
     /// workerd, Cloudflare's V8 isolate runtime.
@@ -43,13 +47,18 @@ pub enum Runtime {
 }
 
 impl Runtime {
-    /// All of them, in report order.
+    /// The ones a plan runs unless told otherwise, in report order.
     pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
+
+    /// Every runtime `--runtimes` accepts.
+    pub const NAMED: [Self; 5] =
+        [Self::Edgegate, Self::EdgegateWasm, Self::Node, Self::Workerd, Self::Native];
 
     /// The name in reports and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Self::Edgegate => "edgegate",
+            Self::EdgegateWasm => "edgegate-wasm",
             Self::Node => "node",
             Self::Workerd => "workerd",
             Self::Native => "native",
@@ -58,7 +67,12 @@ impl Runtime {
 
     /// The runtime named `name`.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.name() == name)
+        Self::NAMED.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Whether it is edgegate (with either image path).
+    pub fn is_edgegate(self) -> bool {
+        matches!(self, Self::Edgegate | Self::EdgegateWasm)
     }
 }
 
@@ -159,19 +173,39 @@ path = "/orders/summary"
 methods = ["POST"]
 worker = "json-transform"
 
-[workers.image-resize]
+{image_resize}
+[[routes]]
+path = "/resize"
+methods = ["POST"]
+worker = "image-resize"
+"#;
+
+/// The image-resize worker with the host's image capability.
+const IMAGE_CAPABILITY: &str = r#"[workers.image-resize]
 module = "builtin:image-resize"
 image = true
 
 [workers.image-resize.limits]
 cpu = "250ms"
 request_body = "8MiB"
-
-[[routes]]
-path = "/resize"
-methods = ["POST"]
-worker = "image-resize"
 "#;
+
+/// The image-resize worker in pure Rust inside Wasm: a 2-megapixel picture decodes to 8 MB of
+/// pixels in its memory.
+const IMAGE_WASM: &str = r#"[workers.image-resize]
+module = "builtin:image-resize-wasm"
+
+[workers.image-resize.limits]
+memory = "32MiB"
+cpu = "250ms"
+request_body = "8MiB"
+"#;
+
+/// The lab's edgegate configuration for `runtime` (an edgegate one).
+fn edgegate_config(runtime: Runtime) -> String {
+    let image = if runtime == Runtime::EdgegateWasm { IMAGE_WASM } else { IMAGE_CAPABILITY };
+    EDGEGATE_CONFIG.replace("{image_resize}", image)
+}
 
 impl Environment {
     /// Writes what `runtime` needs into the work directory, or says why it cannot run.
@@ -185,15 +219,19 @@ impl Environment {
         let env = vec![(SECRET_ENV.to_string(), OsString::from(SECRET))];
         let edgegate_version = format!("edgegate {}", env!("CARGO_PKG_VERSION"));
         match runtime {
-            Runtime::Edgegate => {
-                write("edgegate.toml", EDGEGATE_CONFIG.as_bytes())?;
+            Runtime::Edgegate | Runtime::EdgegateWasm => {
+                write("edgegate.toml", edgegate_config(runtime).as_bytes())?;
                 write("profiles.ndjson", fixtures.profiles_ndjson().as_bytes())?;
                 write("catalog.ndjson", fixtures.catalog.as_bytes())?;
-                self.deploy_echo_json(0)?;
+                self.deploy_echo_json(runtime, 0)?;
                 let config = dir.join("edgegate.toml");
                 Ok(Prepared {
                     runtime,
-                    version: edgegate_version,
+                    version: if runtime == Runtime::EdgegateWasm {
+                        format!("{edgegate_version} (image-resize-wasm)")
+                    } else {
+                        edgegate_version
+                    },
                     program: self.edgegate.clone(),
                     args: args(&[
                         "serve".as_ref(),
@@ -291,10 +329,10 @@ impl Environment {
         }
     }
 
-    /// Writes version `n` of the `echo-json` module that the lab's edgegate serves: the same
-    /// code with a custom section naming the version, so it is a new module to the cache.
-    pub fn deploy_echo_json(&self, n: u32) -> Result<(), String> {
-        let dir = self.work.join("edgegate/modules");
+    /// Writes version `n` of the `echo-json` module that an edgegate `runtime` of the lab serves:
+    /// the same code with a custom section naming the version, so it is a new module to the cache.
+    pub fn deploy_echo_json(&self, runtime: Runtime, n: u32) -> Result<(), String> {
+        let dir = self.work.join(runtime.name()).join("modules");
         fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let mut wasm = edgegate_guests::ECHO_JSON.to_vec();
         append_custom_section(&mut wasm, "edgegate-bench-version", n.to_string().as_bytes());
@@ -302,9 +340,9 @@ impl Environment {
             .map_err(|e| format!("writing echo-json.wasm: {e}"))
     }
 
-    /// Empties edgegate's module cache, so its next start compiles every module.
-    pub fn clear_module_cache(&self) -> std::io::Result<()> {
-        match fs::remove_dir_all(self.work.join("edgegate/cache")) {
+    /// Empties an edgegate runtime's module cache, so its next start compiles every module.
+    pub fn clear_module_cache(&self, runtime: Runtime) -> std::io::Result<()> {
+        match fs::remove_dir_all(self.work.join(runtime.name()).join("cache")) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
@@ -544,6 +582,19 @@ mod tests {
         assert!(cpu() > paused, "a resumed process did not run");
         server.pause();
         server.stop();
+    }
+
+    #[test]
+    fn the_two_edgegates_differ_only_in_the_image_worker() {
+        let capability = edgegate_config(Runtime::Edgegate);
+        let wasm = edgegate_config(Runtime::EdgegateWasm);
+        assert!(!capability.contains("{image_resize}") && !wasm.contains("{image_resize}"));
+        assert!(capability.contains("builtin:image-resize\"\nimage = true"));
+        assert!(wasm.contains("builtin:image-resize-wasm") && !wasm.contains("image = true"));
+        let without = |c: &str, block: &str| c.replace(block, "");
+        assert_eq!(without(&capability, IMAGE_CAPABILITY), without(&wasm, IMAGE_WASM));
+        assert_eq!(Runtime::from_name("edgegate-wasm"), Some(Runtime::EdgegateWasm));
+        assert!(!Runtime::ALL.contains(&Runtime::EdgegateWasm), "on request only");
     }
 
     fn wat_empty() -> Vec<u8> {
