@@ -102,3 +102,13 @@ async fn a_transform_too_big_for_the_cpu_budget_ends_the_request() {
         Ok(outcome) => panic!("expected the CPU budget to stop it, got {outcome:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_guest_reads_the_held_body_by_pieces_and_answers_with_it_by_handle() {
+    let body = Bytes::from_static(b"twenty-three bytes long");
+    let request = GuestRequest { uri: "/blob".parse().unwrap(), body: body.clone(), ..post(body) };
+    let r = response(&super::hostile(), request).await;
+    assert_eq!(r.status(), 200, "{:?}", r.body());
+    assert_eq!(r.headers()["x-blob-len"], "23");
+    assert_eq!(r.body(), "twenty-three bytes long");
+}

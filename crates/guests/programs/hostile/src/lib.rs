@@ -146,6 +146,7 @@ pub fn handle(req: &Request) -> Response {
         }
         "fetch" => fetch_many(req),
         "target" => Response::text(200, &alloc::format!("{} {}", req.host(), req.target())),
+        "blob" => blob_echo(req),
         "pass" => match hostile_header(req) {
             Some((name, value)) => Forward::to("origin").set_header(name, value).into(),
             None => Forward::to("origin").into(),
@@ -373,3 +374,23 @@ fn trap() -> Response {
 }
 
 edgegate_sdk::export!(handle);
+
+/// Reads the body back from the host in 7-byte pieces (blob 0), checks it against the copy in
+/// memory, and answers with the host's copy by handle.
+fn blob_echo(req: &Request) -> Response {
+    let mut copy = Vec::new();
+    let mut piece = [0u8; 7];
+    loop {
+        match edgegate_sdk::Blob::BODY.read_at(copy.len() as u32, &mut piece) {
+            Ok(0) => break,
+            Ok(n) => copy.extend_from_slice(&piece[..n]),
+            Err(_) => return Response::text(500, "blob_read failed"),
+        }
+    }
+    if copy != req.body() || edgegate_sdk::Blob::BODY.read().as_deref() != Ok(req.body()) {
+        return Response::text(500, "the blob differs from the body");
+    }
+    Response::builder(200)
+        .header("x-blob-len", alloc::format!("{}", copy.len()))
+        .body_blob(edgegate_sdk::Blob::BODY)
+}
