@@ -1,0 +1,320 @@
+//! Building a [`Gateway`] from a configuration: open the upstream pools and KV namespaces,
+//! load the keys, load (or compile) every worker, compile the routes. `edgegate serve` and
+//! `edgegate check` both run it; the request path is in the parent module.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use edgegate_runtime::{CacheOutcome, Fetcher, ModuleCache, Runtime, RuntimeConfig, WorkerSpec};
+use http::{HeaderValue, Response, header};
+use tokio::sync::Semaphore;
+
+use super::{Action, Background, Gateway, Gauges, RequestIds, Target, WorkerTarget};
+use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
+use crate::fetch::{FetchPool, Origin, WorkerFetcher};
+use crate::kv::Mode as KvMode;
+use crate::metrics::RouteMetrics;
+use crate::router::Router;
+use crate::upstream::Upstream;
+
+/// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
+const BUILTIN_PREFIX: &str = "builtin:";
+
+impl Gateway {
+    /// Loads every worker of `loaded` (compiling or loading from the module cache), opens the
+    /// upstream pools (starting the demo origin where configured), loads the JWT keys
+    /// (fetching JWKS URLs once), and compiles the routes. `builtins` are the modules
+    /// `builtin:NAME` refers to. Must run inside a tokio runtime.
+    pub async fn build(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+        Self::build_as(loaded, builtins, KvMode::Serve).await
+    }
+
+    /// What `edgegate check` runs: [`Gateway::build`], except that KV namespaces are only
+    /// checked (seeds parsed, Redis URLs resolved), not opened: a redb file a running gateway
+    /// holds stays unlocked, Redis is not contacted and no seed is written.
+    pub async fn check(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+        Self::build_as(loaded, builtins, KvMode::Check).await
+    }
+
+    async fn build_as(
+        loaded: &Loaded,
+        builtins: &[(&str, &[u8])],
+        kv_mode: KvMode,
+    ) -> Result<Self, ConfigError> {
+        let config = &loaded.config;
+        let cache = if config.runtime.cache { open_cache(loaded) } else { None };
+        let cache_on = cache.is_some();
+        let runtime = Runtime::new(runtime_config(config), cache)
+            .map_err(|e| ConfigError::caused(&loaded.origin, "runtime", e))?;
+        let mut background = Background::default();
+
+        let mut upstreams = HashMap::new();
+        for (name, upstream) in &config.upstreams {
+            let at = |field: &str| format!("upstreams.{name}.{field}");
+            let url: http::Uri = if upstream.url == DEMO_ORIGIN {
+                let (addr, task) = crate::demo_origin::start(name)
+                    .await
+                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), DemoOrigin(e)))?;
+                background.0.push(task);
+                http::Uri::from_maybe_shared(format!("http://{addr}"))
+                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), e))?
+            } else {
+                upstream
+                    .url
+                    .parse()
+                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), e))?
+            };
+            let ca_file = upstream.ca_file.as_deref().map(|p| loaded.resolve(p));
+            let pool = Upstream::new(name, &url, upstream, ca_file.as_deref())
+                .map_err(|e| ConfigError::caused(&loaded.origin, at("ca_file"), e))?;
+            upstreams.insert(name.clone(), Arc::new(pool));
+        }
+
+        let kv = crate::kv::open(loaded, kv_mode).await?;
+        background.0.extend(kv.tasks);
+        let fetch_ca = config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
+        let fetch_pool = FetchPool::new(&config.fetch, fetch_ca.as_deref())
+            .map_err(|e| ConfigError::caused(&loaded.origin, "fetch.ca_file", e))?;
+
+        // Every worker is tried, so that one run names every module that does not load.
+        let mut workers = BTreeMap::new();
+        let mut failed = Vec::new();
+        for (name, worker) in &config.workers {
+            let key = format!("workers.{name}.module");
+            let loading = async {
+                let wasm = read_module(loaded, &worker.module, builtins)
+                    .map_err(|e| ConfigError::caused(&loaded.origin, &key, e))?;
+                let keys = match &worker.jwt {
+                    Some(jwt) => {
+                        let loaded_keys = crate::keyring::load(loaded, name, jwt).await?;
+                        background.0.extend(loaded_keys.tasks);
+                        Some(loaded_keys.keys)
+                    }
+                    None => None,
+                };
+                runtime
+                    .load(WorkerSpec {
+                        name,
+                        wasm: &wasm,
+                        limits: (&worker.limits).into(),
+                        config: worker_config(worker),
+                        keys,
+                        kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
+                        fetcher: fetcher(worker, &upstreams, &fetch_pool),
+                        image: worker.image.as_ref().map(Into::into),
+                    })
+                    .map_err(|source| {
+                        let module = worker.module.clone();
+                        ConfigError::caused(
+                            &loaded.origin,
+                            &key,
+                            ModuleError::Load { module, source },
+                        )
+                    })
+            };
+            let started = Instant::now();
+            let loaded_worker = match loading.await {
+                Ok(loaded_worker) => loaded_worker,
+                Err(error) => {
+                    failed.push(error);
+                    continue;
+                }
+            };
+            metrics::counter!("edgegate_module_cache_total", "outcome" => cache_label(loaded_worker.cache_outcome(), cache_on))
+                .increment(1);
+            tracing::info!(
+                worker = %name,
+                module = %worker.module,
+                cache = ?loaded_worker.cache_outcome(),
+                load_ms = started.elapsed().as_millis() as u64,
+                "worker loaded"
+            );
+            workers.insert(
+                name.clone(),
+                (loaded_worker, Arc::<[String]>::from(worker.upstreams.clone())),
+            );
+        }
+
+        if !failed.is_empty() {
+            return Err(ConfigError::all(&loaded.origin, failed));
+        }
+
+        let server_limit = config.server.max_request_body.bytes();
+        let router = Router::new(&config.routes, |name, route| match &route.respond {
+            Some(respond) => Target {
+                action: Action::Respond(fixed_response(respond)),
+                metrics: Arc::new(RouteMetrics::new(name, "-")),
+            },
+            // Validation made sure the route names a worker that exists.
+            None => {
+                let (worker, grants) = workers[route.worker.as_deref().unwrap_or_default()].clone();
+                let body_limit = worker.limits().request_body.min(server_limit);
+                let metrics = Arc::new(RouteMetrics::new(name, worker.name()));
+                Target {
+                    action: Action::Worker(WorkerTarget { worker, body_limit, grants }),
+                    metrics,
+                }
+            }
+        });
+        Ok(Self {
+            router,
+            server: config.server.clone(),
+            path_rules: config.server.path_rules(),
+            permits: Semaphore::new(config.server.max_concurrency as usize),
+            ids: RequestIds::new(),
+            upstreams,
+            workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
+            unrouted: RouteMetrics::unrouted(),
+            gauges: Gauges::register(config.server.max_concurrency),
+            _runtime: runtime,
+            _background: background,
+        })
+    }
+}
+
+/// A route's fixed answer, built once.
+fn fixed_response(respond: &RespondConfig) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(respond.body.clone()));
+    // Validation checked both.
+    *response.status_mut() = http::StatusCode::from_u16(respond.status).unwrap_or_default();
+    let content_type = match &respond.content_type {
+        Some(given) => HeaderValue::from_str(given).ok(),
+        None if respond.body.is_empty() => None,
+        None => Some(HeaderValue::from_static("text/plain; charset=utf-8")),
+    };
+    if let Some(content_type) = content_type {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    response
+}
+
+/// The worker's fetcher, if it may fetch anything: its granted upstreams and its `fetch`
+/// origins (both checked by validation).
+fn fetcher(
+    worker: &WorkerConfig,
+    upstreams: &HashMap<String, Arc<Upstream>>,
+    pool: &FetchPool,
+) -> Option<Arc<dyn Fetcher>> {
+    if worker.upstreams.is_empty() && worker.fetch.is_empty() {
+        return None;
+    }
+    let granted = worker
+        .upstreams
+        .iter()
+        .filter_map(|name| Some((name.clone(), upstreams.get(name)?.clone())))
+        .collect();
+    let origins = worker.fetch.iter().filter_map(|o| Origin::parse(o).ok()).collect();
+    Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone() }))
+}
+
+/// The `outcome` label of `edgegate_module_cache_total`.
+fn cache_label(outcome: &CacheOutcome, cache_on: bool) -> &'static str {
+    match outcome {
+        CacheOutcome::Hit => "hit",
+        CacheOutcome::Miss if !cache_on => "off",
+        CacheOutcome::Miss => "miss",
+        CacheOutcome::Rejected(_) => "rejected",
+        CacheOutcome::NotStored(_) => "not_stored",
+        CacheOutcome::Precompiled => "precompiled",
+    }
+}
+
+fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
+    let dir = match &loaded.config.runtime.cache_dir {
+        Some(dir) => loaded.resolve(dir),
+        None => ModuleCache::default_dir()?,
+    };
+    match ModuleCache::open(&dir) {
+        Ok(cache) => Some(cache),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "module cache unavailable, compiling every start: {e}");
+            None
+        }
+    }
+}
+
+/// Why a worker's module did not load.
+#[derive(Debug, thiserror::Error)]
+enum ModuleError {
+    /// `builtin:NAME` names no worker in the binary.
+    #[error("no built-in worker `{name}` (built in: {known})")]
+    NoBuiltin { name: String, known: String },
+    /// The file cannot be read.
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime refused the module.
+    #[error("cannot load `{module}`")]
+    Load {
+        module: String,
+        #[source]
+        source: edgegate_runtime::LoadError,
+    },
+}
+
+/// The demo origin's listener could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("starting the demo origin")]
+struct DemoOrigin(#[source] std::io::Error);
+
+fn read_module(
+    loaded: &Loaded,
+    module: &str,
+    builtins: &[(&str, &[u8])],
+) -> Result<Vec<u8>, ModuleError> {
+    if let Some(name) = module.strip_prefix(BUILTIN_PREFIX) {
+        return builtins
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, wasm)| wasm.to_vec())
+            .ok_or_else(|| {
+                let names: Vec<&str> = builtins.iter().map(|(n, _)| *n).collect();
+                ModuleError::NoBuiltin { name: name.into(), known: names.join(", ") }
+            });
+    }
+    let path = loaded.resolve(module.as_ref());
+    std::fs::read(&path).map_err(|source| ModuleError::Read { path, source })
+}
+
+/// The values a worker reads with `config_get`: its `config` table, plus its token policy as
+/// the `jwt.*` keys `edgegate_sdk::jwt::Validation::from_config` reads.
+fn worker_config(worker: &WorkerConfig) -> BTreeMap<String, String> {
+    let mut config = worker.config.clone();
+    if let Some(jwt) = &worker.jwt {
+        config.extend(jwt_policy(jwt));
+    }
+    config
+}
+
+fn jwt_policy(jwt: &JwtConfig) -> impl Iterator<Item = (String, String)> {
+    let mut policy = vec![
+        ("jwt.leeway", jwt.leeway.as_secs().to_string()),
+        ("jwt.required", jwt.required_claims.join(",")),
+        ("jwt.max_token", jwt.max_token_bytes.bytes().to_string()),
+    ];
+    if let Some(issuer) = &jwt.issuer {
+        policy.push(("jwt.issuer", issuer.clone()));
+    }
+    if !jwt.audiences.is_empty() {
+        policy.push(("jwt.audiences", jwt.audiences.join(",")));
+    }
+    policy.into_iter().map(|(k, v)| (k.to_owned(), v))
+}
+
+/// The engine and pool settings `serve` uses for `config`: `edgegate compile` builds its
+/// `.cwasm` files with the same, so `serve` accepts them.
+pub fn runtime_config(config: &crate::config::Config) -> RuntimeConfig {
+    RuntimeConfig {
+        max_instances: config.server.max_concurrency,
+        max_memory: config.runtime.max_worker_memory.bytes(),
+        epoch_tick: config.runtime.epoch_tick,
+        max_wasm_stack: config.runtime.max_wasm_stack.bytes() as usize,
+        image_threads: config.runtime.image_threads,
+        ..RuntimeConfig::default()
+    }
+}
