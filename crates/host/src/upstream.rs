@@ -26,49 +26,18 @@ use http::uri::{Authority, Scheme};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
-use crate::client::{self, ClientError, HttpClient, SendFailure};
+use crate::client::{self, ClientError, SendFailure};
 use crate::config::UpstreamConfig;
 use crate::error::{ErrorKind, RequestError, error_chain};
+use crate::headers::{HOP_BY_HOP, strip_hop_by_hop};
 use crate::metrics::{Buckets, Level, Raised, SECONDS};
+use crate::pool::{Pool, PoolSettings};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the
-/// pre-standard ones proxies still see.
-const HOP_BY_HOP: [HeaderName; 9] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-
-/// Removes the hop-by-hop headers, and first every header the `Connection` header names.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(header::CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
-        }
-    }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
-    }
-}
 
 /// Where a request came from, for the forwarding headers.
 #[derive(Debug, Clone, Copy)]
@@ -95,9 +64,7 @@ pub(crate) struct Upstream {
     name: Arc<str>,
     scheme: Scheme,
     authority: Authority,
-    client: HttpClient,
-    first_byte_timeout: Duration,
-    idle_timeout: Duration,
+    pool: Pool,
     preserve_host: bool,
     duration: Arc<Buckets>,
     in_flight: Arc<Level>,
@@ -120,13 +87,7 @@ impl Upstream {
         config: &UpstreamConfig,
         ca_file: Option<&std::path::Path>,
     ) -> Result<Self, UpstreamError> {
-        let client = client::build(&client::ClientSettings {
-            connect_timeout: config.connect_timeout,
-            idle_timeout: config.idle_timeout,
-            max_idle: config.max_idle,
-            ca_file,
-            name,
-        })?;
+        let pool = Pool::new(&PoolSettings::upstream(name, config, ca_file))?;
         Ok(Self {
             name: name.into(),
             scheme: url.scheme().cloned().unwrap_or(Scheme::HTTP),
@@ -134,9 +95,7 @@ impl Upstream {
                 .authority()
                 .cloned()
                 .ok_or_else(|| UpstreamError::NoHost(url.to_string()))?,
-            client,
-            first_byte_timeout: config.first_byte_timeout,
-            idle_timeout: config.idle_timeout,
+            pool,
             preserve_host: config.preserve_host,
             duration: crate::metrics::histogram(
                 "edgegate_upstream_duration_seconds",
@@ -165,14 +124,9 @@ impl Upstream {
             .map_err(|e| FetchError::Invalid(format!("URL at {}: {e}", self.name)))
     }
 
-    /// This upstream's pool and timeouts, for a worker's fetch.
-    pub(crate) fn via(&self) -> crate::fetch::Via {
-        crate::fetch::Via {
-            client: self.client.clone(),
-            first_byte_timeout: self.first_byte_timeout,
-            idle_timeout: self.idle_timeout,
-            name: self.name.to_string(),
-        }
+    /// This upstream's pool and timeouts, which a worker's `upstream://` fetch uses too.
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
     }
 
     /// Proxies `forward`'s request here and returns the response head, its body streaming.
@@ -186,7 +140,8 @@ impl Upstream {
         let started = Instant::now();
         let waiting = Raised::new(&self.in_flight);
         let sent =
-            tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
+            tokio::time::timeout(self.pool.first_byte_timeout, self.pool.client.request(request))
+                .await;
         drop(waiting);
         let failed = |kind: ErrorKind, detail: String| {
             let label = match kind {
@@ -209,7 +164,7 @@ impl Upstream {
                 return failed(kind, error_chain(&e));
             }
             Err(_) => {
-                let after = format!("no response head after {:?}", self.first_byte_timeout);
+                let after = format!("no response head after {:?}", self.pool.first_byte_timeout);
                 return failed(ErrorKind::UpstreamTimeout, after);
             }
         };
@@ -218,8 +173,8 @@ impl Upstream {
         strip_hop_by_hop(&mut parts.headers);
         let body = UpstreamBody {
             inner: body,
-            idle: tokio::time::sleep(self.idle_timeout),
-            timeout: self.idle_timeout,
+            idle: tokio::time::sleep(self.pool.idle_timeout),
+            timeout: self.pool.idle_timeout,
             upstream: self.name.clone(),
         };
         Ok(http::Response::from_parts(parts, body))

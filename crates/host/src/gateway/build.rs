@@ -13,9 +13,11 @@ use tokio::sync::Semaphore;
 
 use super::{Action, Background, Gateway, Gauges, RequestIds, Target, WorkerTarget};
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
-use crate::fetch::{FetchPool, Origin, WorkerFetcher};
+use crate::fetch::WorkerFetcher;
 use crate::kv::Mode as KvMode;
 use crate::metrics::RouteMetrics;
+use crate::origin::Origin;
+use crate::pool::{Pool, PoolSettings};
 use crate::router::Router;
 use crate::upstream::Upstream;
 
@@ -75,7 +77,7 @@ impl Gateway {
         let kv = crate::kv::open(loaded, kv_mode).await?;
         background.0.extend(kv.tasks);
         let fetch_ca = config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
-        let fetch_pool = FetchPool::new(&config.fetch, fetch_ca.as_deref())
+        let fetch_pool = Pool::new(&PoolSettings::fetch(&config.fetch, fetch_ca.as_deref()))
             .map_err(|e| ConfigError::caused(&loaded.origin, "fetch.ca_file", e))?;
 
         // Every worker is tried, so that one run names every module that does not load.
@@ -195,7 +197,7 @@ fn fixed_response(respond: &RespondConfig) -> Response<Bytes> {
 fn fetcher(
     worker: &WorkerConfig,
     upstreams: &HashMap<String, Arc<Upstream>>,
-    pool: &FetchPool,
+    pool: &Pool,
 ) -> Option<Arc<dyn Fetcher>> {
     if worker.upstreams.is_empty() && worker.fetch.is_empty() {
         return None;

@@ -1,0 +1,116 @@
+//! `[[routes]]`: which requests go where.
+
+use serde::Deserialize;
+
+use super::{Config, ConfigError};
+
+/// `[[routes]]`: which requests go to which worker.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// A name for logs. Default `routes[N]`.
+    pub name: Option<String>,
+    /// Match only this host (case-insensitive; the port is ignored unless given here).
+    pub host: Option<String>,
+    /// Match exactly this path. One of `path` and `prefix` is required.
+    pub path: Option<String>,
+    /// Match this path and everything below it, segment-wise: `/api` matches `/api` and
+    /// `/api/x`, not `/apix`; a prefix ending in `/` matches anything that starts with it.
+    pub prefix: Option<String>,
+    /// Match only these methods (upper case). Default: any.
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// The worker that serves the request. One of `worker` and `respond` is required.
+    pub worker: Option<String>,
+    /// A fixed answer the gateway gives by itself, with no worker (and without reading the
+    /// request body): a health or placeholder route, or a baseline for what the gateway
+    /// costs without Wasm.
+    pub respond: Option<RespondConfig>,
+}
+
+/// A route's fixed answer (`respond = { status = 200, body = "ok" }`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RespondConfig {
+    /// The status, 200 to 599. Default 200.
+    #[serde(default = "RespondConfig::default_status")]
+    pub status: u16,
+    /// The body. Default empty.
+    #[serde(default)]
+    pub body: String,
+    /// The `content-type`. Default `text/plain; charset=utf-8` (none for an empty body).
+    pub content_type: Option<String>,
+}
+
+impl RespondConfig {
+    fn default_status() -> u16 {
+        200
+    }
+}
+
+/// Checks the match, the target and the methods of `routes[i]`.
+pub(super) fn validate(
+    i: usize,
+    route: &RouteConfig,
+    config: &Config,
+    file: &str,
+) -> Result<(), ConfigError> {
+    let at = |key: String, message: &str| Err(ConfigError::at(file, key, message));
+    let key = |field: &str| format!("routes[{i}].{field}");
+    match (&route.path, &route.prefix) {
+        (Some(_), Some(_)) | (None, None) => {
+            return at(format!("routes[{i}]"), "needs exactly one of `path` and `prefix`");
+        }
+        (Some(p), None) | (None, Some(p)) if !p.starts_with('/') => {
+            let field = if route.path.is_some() { "path" } else { "prefix" };
+            return at(key(field), "must start with `/`");
+        }
+        _ => {}
+    }
+    match (&route.worker, &route.respond) {
+        (Some(_), Some(_)) | (None, None) => {
+            return at(format!("routes[{i}]"), "needs exactly one of `worker` and `respond`");
+        }
+        (Some(worker), None) if !config.workers.contains_key(worker) => {
+            return Err(ConfigError::at(
+                file,
+                key("worker"),
+                format!("no worker named `{worker}` in [workers]"),
+            ));
+        }
+        (None, Some(respond)) if !(200..=599).contains(&respond.status) => {
+            return at(key("respond.status"), "must be 200 to 599");
+        }
+        (None, Some(respond))
+            if respond
+                .content_type
+                .as_ref()
+                .is_some_and(|t| http::HeaderValue::from_str(t).is_err()) =>
+        {
+            return at(key("respond.content_type"), "is not a valid header value");
+        }
+        _ => {}
+    }
+    for method in &route.methods {
+        if http::Method::from_bytes(method.as_bytes()).is_err() {
+            return Err(ConfigError::at(
+                file,
+                key("methods"),
+                format!("`{method}` is not a method"),
+            ));
+        }
+        if method.to_ascii_uppercase() != *method {
+            return Err(ConfigError::at(
+                file,
+                key("methods"),
+                format!("`{method}` must be upper case (methods are case-sensitive)"),
+            ));
+        }
+    }
+    if let Some(host) = &route.host
+        && (host.is_empty() || host.contains('/'))
+    {
+        return at(key("host"), "must be a host name, optionally with a port");
+    }
+    Ok(())
+}

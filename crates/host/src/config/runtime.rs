@@ -1,0 +1,53 @@
+//! `[runtime]`: the Wasm engine. None of it can change while the gateway runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ConfigError, duration};
+use crate::size::ByteSize;
+
+/// `[runtime]`: the Wasm engine.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeSection {
+    /// Keep compiled modules on disk so they are compiled once. Default true.
+    pub cache: bool,
+    /// Where (relative to this file). Default `$XDG_CACHE_HOME/edgegate/modules`, else
+    /// `~/.cache/edgegate/modules`.
+    pub cache_dir: Option<PathBuf>,
+    /// How often running guests are checked against their CPU budget and deadline. Default 1ms.
+    #[serde(deserialize_with = "duration")]
+    pub epoch_tick: Duration,
+    /// The largest memory limit any worker may have; sizes the instance pool's address space.
+    /// Default 128MiB.
+    pub max_worker_memory: ByteSize,
+    /// Native stack for guest code; deeper recursion traps. Default 512KiB.
+    pub max_wasm_stack: ByteSize,
+    /// How many image transforms run at once, process-wide. Default: the CPUs the process may
+    /// run on.
+    pub image_threads: usize,
+}
+
+impl Default for RuntimeSection {
+    fn default() -> Self {
+        let runtime = edgegate_runtime::RuntimeConfig::default();
+        Self {
+            cache: true,
+            cache_dir: None,
+            epoch_tick: runtime.epoch_tick,
+            max_worker_memory: ByteSize(runtime.max_memory),
+            max_wasm_stack: ByteSize(runtime.max_wasm_stack as u64),
+            image_threads: runtime.image_threads,
+        }
+    }
+}
+
+/// Checks what the types alone cannot.
+pub(super) fn validate(runtime: &RuntimeSection, file: &str) -> Result<(), ConfigError> {
+    if runtime.epoch_tick.is_zero() {
+        return Err(ConfigError::at(file, "runtime.epoch_tick", "must be longer than zero"));
+    }
+    Ok(())
+}
