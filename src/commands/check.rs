@@ -28,7 +28,7 @@ impl CheckCommand {
             .context("starting the async runtime")?;
         let gateway = runtime.block_on(Gateway::check(&loaded, edgegate_guests::BUILTIN))?;
         for (name, worker) in gateway.workers() {
-            let module = &loaded.config.workers[name].module;
+            let module = &loaded.config.workers[&name].module;
             let info = worker.module_info();
             let how = match worker.cache_outcome() {
                 CacheOutcome::Precompiled => "precompiled",
@@ -36,7 +36,8 @@ impl CheckCommand {
                 _ => "compiled",
             };
             println!(
-                "worker {name}: {module} ({how}): ABI v{}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit",
+                "worker {name}: {module} ({how}, sha256 {}): ABI v{}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit",
+                worker.short_digest(),
                 info.abi_version,
                 info.imports.len(),
                 info.imports.join(", "),

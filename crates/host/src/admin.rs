@@ -1,30 +1,120 @@
 //! The admin listener: `GET /healthz` answers 200 while serving and 503 while draining;
-//! `GET /metrics` answers the Prometheus text format (see [`crate::metrics`]).
+//! `GET /metrics` answers the Prometheus text format (see [`crate::metrics`]); `POST /reload`
+//! reloads the configuration and workers and answers with the result as JSON. When
+//! `EDGEGATE_ADMIN_TOKEN` is set, `/reload` needs `Authorization: Bearer <that token>`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
-use http::{Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+use crate::gateway::{Gateway, ReloadError};
+
+/// The environment variable whose value `POST /reload` requires as a bearer token.
+pub const TOKEN_ENV: &str = "EDGEGATE_ADMIN_TOKEN";
+
+/// The admin token, if one is set.
+#[derive(Clone)]
+pub(crate) struct Token(Option<Arc<str>>);
+
+impl Token {
+    /// `EDGEGATE_ADMIN_TOKEN`, if set and not empty.
+    pub(crate) fn from_env() -> Self {
+        Self(std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()).map(Into::into))
+    }
+
+    /// Whether `request` may use a guarded endpoint: no token is set, or it carries it.
+    fn admits<B>(&self, request: &Request<B>) -> bool {
+        let Some(token) = &self.0 else { return true };
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        // Compared in time that does not depend on where the first difference is.
+        given.len() == token.len()
+            && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
+
 /// Serves the admin endpoints until the task is aborted.
-pub(crate) async fn serve(listener: TcpListener, draining: Arc<AtomicBool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    draining: Arc<AtomicBool>,
+    gateway: Arc<Gateway>,
+    token: Token,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
         let draining = draining.clone();
+        let gateway = gateway.clone();
+        let token = token.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
+            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
                 let draining = draining.load(Ordering::Relaxed);
-                async move { Ok::<_, std::convert::Infallible>(respond(request.uri().path(), draining)) }
+                let gateway = gateway.clone();
+                let token = token.clone();
+                async move {
+                    let response = if request.uri().path() == "/reload" {
+                        reload(&request, &gateway, &token).await
+                    } else {
+                        respond(request.uri().path(), draining)
+                    };
+                    Ok::<_, std::convert::Infallible>(response)
+                }
             });
             let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
     }
+}
+
+/// `POST /reload`: 200 with the generation and what changed, 422 with the error (the old
+/// version still serving), 401 without the token, 405 for another method.
+async fn reload<B>(
+    request: &Request<B>,
+    gateway: &Gateway,
+    token: &Token,
+) -> Response<Full<Bytes>> {
+    if request.method() != Method::POST {
+        let mut response =
+            json(StatusCode::METHOD_NOT_ALLOWED, r#"{"error":"method_not_allowed"}"#.into());
+        response.headers_mut().insert(header::ALLOW, "POST".parse().unwrap());
+        return response;
+    }
+    if !token.admits(request) {
+        let mut response = json(StatusCode::UNAUTHORIZED, r#"{"error":"unauthorized"}"#.into());
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
+        return response;
+    }
+    match gateway.reload().await {
+        Ok(done) => json(StatusCode::OK, serde_json::to_string(&done).unwrap_or_default()),
+        Err(error) => {
+            let code = match error {
+                ReloadError::Config(_) => "invalid_config",
+                ReloadError::RestartNeeded { .. } => "restart_needed",
+            };
+            let body = serde_json::json!({
+                "error": code,
+                "message": crate::error::error_chain(&error),
+                "generation": gateway.generation(),
+            });
+            json(StatusCode::UNPROCESSABLE_ENTITY, body.to_string())
+        }
+    }
+}
+
+fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+    response
 }
 
 fn respond(path: &str, draining: bool) -> Response<Full<Bytes>> {
@@ -43,10 +133,7 @@ fn respond(path: &str, draining: bool) -> Response<Full<Bytes>> {
         ("/healthz", true) => (StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"draining"}"#),
         _ => (StatusCode::NOT_FOUND, r#"{"error":"no_route"}"#),
     };
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
-    response
+    json(status, body.into())
 }
 
 #[cfg(test)]
@@ -58,5 +145,24 @@ mod tests {
         assert_eq!(respond("/healthz", false).status(), 200);
         assert_eq!(respond("/healthz", true).status(), 503);
         assert_eq!(respond("/other", false).status(), 404);
+    }
+
+    #[test]
+    fn the_token_is_required_exactly_when_set() {
+        let with = |auth: Option<&str>| {
+            let mut request = Request::new(());
+            if let Some(auth) = auth {
+                request.headers_mut().insert(header::AUTHORIZATION, auth.parse().unwrap());
+            }
+            request
+        };
+        let open = Token(None);
+        assert!(open.admits(&with(None)));
+        let guarded = Token(Some("s3cret".into()));
+        assert!(guarded.admits(&with(Some("Bearer s3cret"))));
+        assert!(!guarded.admits(&with(None)));
+        assert!(!guarded.admits(&with(Some("Bearer s3cre"))));
+        assert!(!guarded.admits(&with(Some("Bearer s3cret2"))));
+        assert!(!guarded.admits(&with(Some("s3cret"))));
     }
 }

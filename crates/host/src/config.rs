@@ -38,7 +38,7 @@ pub use upstream::{DEMO_ORIGIN, FetchSection, UpstreamConfig};
 pub use worker::{WorkerConfig, WorkerLimits};
 
 /// The whole configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Listeners and server-wide HTTP limits.
@@ -89,6 +89,11 @@ pub struct Loaded {
     pub base_dir: PathBuf,
     /// Values for environment variables that are not set (the demo's secret).
     pub env_defaults: BTreeMap<String, String>,
+    /// The file it was read from, which a reload reads again; `None` for text given whole
+    /// (the built-in demo), which a reload parses again as it is.
+    pub path: Option<PathBuf>,
+    /// The text, for a reload of a configuration that has no file.
+    text: Arc<str>,
 }
 
 impl Loaded {
@@ -103,14 +108,34 @@ impl Loaded {
             error: Some(Arc::new(Unreadable(e))),
         })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::from_text(&text, &origin, base_dir)
+        let mut loaded = Self::from_text(&text, &origin, base_dir)?;
+        loaded.path = Some(path.to_owned());
+        Ok(loaded)
+    }
+
+    /// What a reload would serve: the file read and checked again (or the same text parsed
+    /// again), keeping the environment defaults.
+    pub fn reread(&self) -> Result<Self, ConfigError> {
+        let mut loaded = match &self.path {
+            Some(path) => Self::from_file(path)?,
+            None => Self::from_text(&self.text, &self.origin, self.base_dir.clone())?,
+        };
+        loaded.env_defaults = self.env_defaults.clone();
+        Ok(loaded)
     }
 
     /// Parses and checks configuration text.
     pub fn from_text(text: &str, origin: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
         let config = parse(text, origin)?;
         validate(&config, origin)?;
-        Ok(Self { config, origin: origin.to_owned(), base_dir, env_defaults: BTreeMap::new() })
+        Ok(Self {
+            config,
+            origin: origin.to_owned(),
+            base_dir,
+            env_defaults: BTreeMap::new(),
+            path: None,
+            text: text.into(),
+        })
     }
 
     /// An environment variable, or its default from [`Loaded::env_defaults`].

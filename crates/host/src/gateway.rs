@@ -1,12 +1,16 @@
-//! The gateway: a router of loaded workers (built from a configuration in [`build`]), and the
-//! handling of one request from route to response. Sockets live in [`crate::listener`]; this
-//! part is driven by any `http::Request`, which is how the tests drive it without a network.
+//! The gateway: a [`Snapshot`] of everything a request needs (built from a configuration in
+//! [`build`], swapped for the next one by a [`reload`]), and the handling of one request from
+//! route to response. A request takes the snapshot once at its start and keeps it to its end,
+//! so a request in flight across a reload finishes on the version it began with. Sockets live
+//! in [`crate::listener`]; this part is driven by any `http::Request`, which is how the tests
+//! drive it without a network.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use edgegate_runtime::{
     Forward, GuestOutcome, GuestRequest, RequestId, Runtime, SPAN_TARGET, Usage, Worker,
@@ -19,7 +23,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::config::ServerConfig;
+use crate::config::{Loaded, ServerConfig};
 use crate::error::{ErrorKind, RequestError, Source};
 use crate::metrics::{Level, Raised, RouteMetrics};
 use crate::path::PathRules;
@@ -27,8 +31,10 @@ use crate::router::{Match, Router};
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
 mod build;
+mod reload;
 
-pub use build::runtime_config;
+pub use build::{Builtins, runtime_config};
+pub use reload::{ReloadError, Reloaded};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -62,25 +68,41 @@ struct WorkerTarget {
     grants: Arc<[String]>,
 }
 
-/// A running configuration: workers loaded, routes compiled, upstream pools open, limits in
-/// force.
+/// A running gateway: the snapshot serving, and what outlives snapshots (the engine and its
+/// instance pool, the concurrency slots, request ids, the process-wide gauges).
 #[derive(Debug)]
 pub struct Gateway {
-    router: Router<Target>,
-    server: ServerConfig,
-    path_rules: PathRules,
+    current: ArcSwap<Snapshot>,
     pub(crate) permits: Semaphore,
     ids: RequestIds,
-    upstreams: HashMap<String, Arc<Upstream>>,
-    /// Every loaded worker by name, for `edgegate check`'s report.
-    workers: Vec<(String, Worker)>,
     /// The metrics of requests no route matched.
     unrouted: RouteMetrics,
     gauges: Gauges,
-    /// Never read, only owned: it keeps the engine's epoch ticker running while the workers
-    /// serve.
-    _runtime: Runtime,
-    /// JWKS refreshers and demo origins, stopped with the gateway.
+    /// The engine every snapshot's workers are loaded into (its epoch ticker runs while the
+    /// gateway lives).
+    runtime: Runtime,
+    /// What a reload needs that no request does; held while one runs, so reloads take turns.
+    reloads: tokio::sync::Mutex<reload::Reloads>,
+}
+
+/// One version of the configuration, whole: workers loaded, routes compiled, upstream pools
+/// open, keys loaded, limits in force.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    /// 1 at start, one more for each reload that took effect.
+    generation: u64,
+    /// The configuration it was built from.
+    loaded: Loaded,
+    router: Router<Target>,
+    server: ServerConfig,
+    path_rules: PathRules,
+    upstreams: HashMap<String, Arc<Upstream>>,
+    /// Every loaded worker by name, in name order.
+    workers: Vec<(String, Worker)>,
+    /// The KV namespaces, shared with the snapshots before and after it while `[kv]` is
+    /// unchanged.
+    kv: Arc<build::Kv>,
+    /// JWKS refreshers and demo origins, stopped when the last request on this snapshot ends.
     _background: Background,
 }
 
@@ -120,6 +142,8 @@ impl Gauges {
 struct Logged<'a> {
     route: Option<&'a str>,
     worker: Option<&'a str>,
+    /// The short form of the worker's module digest: which version served.
+    digest: Option<&'a str>,
     upstream: Option<&'a str>,
     metrics: Option<&'a RouteMetrics>,
     usage: Usage,
@@ -129,13 +153,18 @@ struct Logged<'a> {
 
 impl Gateway {
     /// The server settings in force.
-    pub fn server(&self) -> &ServerConfig {
-        &self.server
+    pub fn server(&self) -> ServerConfig {
+        self.current.load().server.clone()
     }
 
-    /// Every loaded worker, by name, in name order.
-    pub fn workers(&self) -> &[(String, Worker)] {
-        &self.workers
+    /// Every worker the current snapshot serves, by name, in name order.
+    pub fn workers(&self) -> Vec<(String, Worker)> {
+        self.current.load().workers.clone()
+    }
+
+    /// The generation serving: 1 at start, one more for each reload that took effect.
+    pub fn generation(&self) -> u64 {
+        self.current.load().generation
     }
 
     /// Serves one request: route, read the body within its limits, wait for a concurrency
@@ -146,6 +175,7 @@ impl Gateway {
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
+        let snapshot = self.current.load_full();
         let id = self.ids.next();
         let started = Instant::now();
         let _in_flight = Raised::new(&self.gauges.in_flight);
@@ -158,13 +188,15 @@ impl Gateway {
             request_id = %id,
             route = Empty,
             worker = Empty,
+            worker.digest = Empty,
             http.response.status_code = Empty,
         );
         let trace_id = crate::trace::continue_from(request.headers(), &span);
         let method = request.method().clone();
         let uri = request.uri().clone();
         let mut logged = Logged::default();
-        let result = self.dispatch(request, conn, id, &mut logged).instrument(span.clone()).await;
+        let result =
+            self.dispatch(&snapshot, request, conn, id, &mut logged).instrument(span.clone()).await;
         let (mut response, error) = match result {
             Ok(response) => (response, None),
             Err(error) => (error.response(id).map(Either::Left), Some(error)),
@@ -174,7 +206,7 @@ impl Gateway {
         if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
             response.headers_mut().insert("x-request-id", value);
         }
-        if self.server.server_timing
+        if snapshot.server.server_timing
             && let Some(timing) = server_timing(&logged)
             && let Ok(value) = HeaderValue::from_str(&timing)
         {
@@ -203,6 +235,7 @@ impl Gateway {
 
     async fn dispatch<'a, B>(
         &'a self,
+        snapshot: &'a Snapshot,
         request: Request<B>,
         conn: ConnInfo,
         id: RequestId,
@@ -212,7 +245,7 @@ impl Gateway {
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
-        if request.headers().len() > self.server.max_headers {
+        if request.headers().len() > snapshot.server.max_headers {
             return Err(RequestError::new(
                 ErrorKind::TooManyHeaders,
                 format!("{} headers", request.headers().len()),
@@ -221,9 +254,9 @@ impl Gateway {
         let (mut parts, body) = request.into_parts();
         crate::authority::settle(&mut parts)
             .map_err(|e| RequestError::new(ErrorKind::InvalidHost, e.to_string()))?;
-        self.normalize_path(&mut parts.uri)?;
+        normalize_path(&mut parts.uri, &snapshot.path_rules)?;
         let host = crate::authority::of(&parts.uri, &parts.headers);
-        let route = match self.router.route(host, parts.uri.path(), &parts.method) {
+        let route = match snapshot.router.route(host, parts.uri.path(), &parts.method) {
             Match::Found(route) => route,
             Match::MethodNotAllowed(allowed) => {
                 return Err(RequestError::new(ErrorKind::MethodNotAllowed(allowed), ""));
@@ -239,9 +272,11 @@ impl Gateway {
             Action::Worker(target) => target,
         };
         logged.worker = Some(target.worker.name());
+        logged.digest = Some(target.worker.short_digest());
         span.record("worker", target.worker.name());
+        span.record("worker.digest", target.worker.short_digest());
 
-        let body = self.read_body(&parts.headers, body, target.body_limit).await?;
+        let body = read_body(&parts.headers, body, target.body_limit, &snapshot.server).await?;
         let guest = GuestRequest {
             method: parts.method,
             uri: parts.uri,
@@ -251,7 +286,7 @@ impl Gateway {
         };
         // The slot is held while the guest runs, not while an upstream answers.
         let outcome = {
-            let _slot = self.acquire().await?;
+            let _slot = self.acquire(snapshot.server.queue_timeout).await?;
             let (outcome, usage) = target.worker.handle_measured(guest, id).await;
             logged.usage = usage;
             outcome?
@@ -259,7 +294,7 @@ impl Gateway {
         match outcome {
             GuestOutcome::Response(response) => Ok(response.map(|b| Either::Left(Full::new(b)))),
             GuestOutcome::Forward(forward) => {
-                let upstream = self.granted(target, &forward)?;
+                let upstream = snapshot.granted(target, &forward)?;
                 logged.upstream = Some(upstream.name());
                 let started = Instant::now();
                 let span = tracing::info_span!(
@@ -268,7 +303,7 @@ impl Gateway {
                     otel.kind = "client",
                     upstream = upstream.name(),
                 );
-                let sent = upstream.send(forward, conn, self.server.trust_forwarded);
+                let sent = upstream.send(forward, conn, snapshot.server.trust_forwarded);
                 let response = sent.instrument(span).await;
                 logged.upstream_time = Some(started.elapsed());
                 Ok(response?.map(Either::Right))
@@ -276,25 +311,28 @@ impl Gateway {
         }
     }
 
-    /// Puts the normal form of the path in `uri` (see [`crate::path`]), keeping the query.
-    fn normalize_path(&self, uri: &mut http::Uri) -> Result<(), RequestError> {
-        let invalid =
-            |e: &dyn std::fmt::Display| RequestError::new(ErrorKind::InvalidPath, e.to_string());
-        let Some(path) =
-            crate::path::normalize(uri.path(), &self.path_rules).map_err(|e| invalid(&e))?
-        else {
-            return Ok(());
-        };
-        let target = match uri.query() {
-            Some(query) => format!("{path}?{query}"),
-            None => path,
-        };
-        let mut parts = std::mem::take(uri).into_parts();
-        parts.path_and_query = Some(target.parse().map_err(|e| invalid(&e))?);
-        *uri = http::Uri::from_parts(parts).map_err(|e| invalid(&e))?;
-        Ok(())
+    /// A concurrency slot, waiting at most `queue_timeout` for one.
+    async fn acquire(
+        &self,
+        queue_timeout: Duration,
+    ) -> Result<(SemaphorePermit<'_>, Raised<'_>), RequestError> {
+        if let Ok(permit) = self.permits.try_acquire() {
+            return Ok((permit, Raised::new(&self.gauges.slots_in_use)));
+        }
+        let waiting = Raised::new(&self.gauges.queued);
+        let acquired = tokio::time::timeout(queue_timeout, self.permits.acquire()).await;
+        drop(waiting);
+        match acquired {
+            Ok(Ok(permit)) => Ok((permit, Raised::new(&self.gauges.slots_in_use))),
+            _ => Err(RequestError::new(
+                ErrorKind::Overloaded,
+                format!("{} requests in flight", self.runtime.config().max_instances),
+            )),
+        }
     }
+}
 
+impl Snapshot {
     /// The upstream a forward names, if the worker may use it.
     fn granted(&self, target: &WorkerTarget, forward: &Forward) -> Result<&Upstream, RequestError> {
         let name = forward.upstream.as_str();
@@ -314,58 +352,57 @@ impl Gateway {
             RequestError::new(ErrorKind::UnknownUpstream, format!("no upstream `{name}`"))
         })
     }
+}
 
-    /// Reads the whole body, at most `limit` bytes, within `body_read_timeout`.
-    async fn read_body<B>(
-        &self,
-        headers: &http::HeaderMap,
-        body: B,
-        limit: u64,
-    ) -> Result<Bytes, RequestError>
-    where
-        B: Body<Data = Bytes>,
-        B::Error: Into<BoxError>,
-    {
-        let too_large = |detail: String| RequestError::new(ErrorKind::BodyTooLarge, detail);
-        let declared = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if let Some(declared) = declared.filter(|&d| d > limit) {
-            return Err(too_large(format!("content-length {declared} over the limit of {limit}")));
-        }
-        let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
-        match tokio::time::timeout(self.server.body_read_timeout, limited.collect()).await {
-            Ok(Ok(collected)) => Ok(collected.to_bytes()),
-            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-                Err(too_large(format!("body over the limit of {limit}")))
-            }
-            Ok(Err(e)) => {
-                Err(RequestError::new(ErrorKind::BadRequest, format!("reading the body: {e}")))
-            }
-            Err(_) => Err(RequestError::new(
-                ErrorKind::BodyTimeout,
-                format!("body not complete after {:?}", self.server.body_read_timeout),
-            )),
-        }
+/// Puts the normal form of the path in `uri` (see [`crate::path`]), keeping the query.
+fn normalize_path(uri: &mut http::Uri, rules: &PathRules) -> Result<(), RequestError> {
+    let invalid =
+        |e: &dyn std::fmt::Display| RequestError::new(ErrorKind::InvalidPath, e.to_string());
+    let Some(path) = crate::path::normalize(uri.path(), rules).map_err(|e| invalid(&e))? else {
+        return Ok(());
+    };
+    let target = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path,
+    };
+    let mut parts = std::mem::take(uri).into_parts();
+    parts.path_and_query = Some(target.parse().map_err(|e| invalid(&e))?);
+    *uri = http::Uri::from_parts(parts).map_err(|e| invalid(&e))?;
+    Ok(())
+}
+
+/// Reads the whole body, at most `limit` bytes, within `body_read_timeout`.
+async fn read_body<B>(
+    headers: &http::HeaderMap,
+    body: B,
+    limit: u64,
+    server: &ServerConfig,
+) -> Result<Bytes, RequestError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let too_large = |detail: String| RequestError::new(ErrorKind::BodyTooLarge, detail);
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(declared) = declared.filter(|&d| d > limit) {
+        return Err(too_large(format!("content-length {declared} over the limit of {limit}")));
     }
-
-    /// A concurrency slot, waiting at most `queue_timeout` for one.
-    async fn acquire(&self) -> Result<(SemaphorePermit<'_>, Raised<'_>), RequestError> {
-        if let Ok(permit) = self.permits.try_acquire() {
-            return Ok((permit, Raised::new(&self.gauges.slots_in_use)));
+    let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    match tokio::time::timeout(server.body_read_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(too_large(format!("body over the limit of {limit}")))
         }
-        let waiting = Raised::new(&self.gauges.queued);
-        let acquired =
-            tokio::time::timeout(self.server.queue_timeout, self.permits.acquire()).await;
-        drop(waiting);
-        match acquired {
-            Ok(Ok(permit)) => Ok((permit, Raised::new(&self.gauges.slots_in_use))),
-            _ => Err(RequestError::new(
-                ErrorKind::Overloaded,
-                format!("{} requests in flight", self.server.max_concurrency),
-            )),
+        Ok(Err(e)) => {
+            Err(RequestError::new(ErrorKind::BadRequest, format!("reading the body: {e}")))
         }
+        Err(_) => Err(RequestError::new(
+            ErrorKind::BodyTimeout,
+            format!("body not complete after {:?}", server.body_read_timeout),
+        )),
     }
 }
 
@@ -388,6 +425,7 @@ fn access_log(access: &Access<'_>) {
     let trace_id = access.trace_id.unwrap_or("-");
     let route = logged.route.unwrap_or("-");
     let worker = logged.worker.unwrap_or("-");
+    let digest = logged.digest.unwrap_or("-");
     let upstream = logged.upstream.unwrap_or("-");
     let duration_us = access.elapsed.as_micros() as u64;
     let cpu_us = logged.usage.cpu.as_micros() as u64;
@@ -406,6 +444,7 @@ fn access_log(access: &Access<'_>) {
                 path,
                 route,
                 worker,
+                digest,
                 upstream,
                 status,
                 duration_us,

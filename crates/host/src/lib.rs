@@ -20,7 +20,7 @@
 
 #![deny(missing_docs)]
 
-mod admin;
+pub mod admin;
 mod authority;
 mod client;
 pub mod config;
@@ -46,6 +46,6 @@ mod upstream;
 #[cfg(test)]
 mod tests;
 
-pub use gateway::{Gateway, ResponseBody, runtime_config};
+pub use gateway::{Builtins, Gateway, ReloadError, Reloaded, ResponseBody, runtime_config};
 pub use listener::{Server, shutdown_signal};
 pub use upstream::{ConnInfo, UpstreamBody};

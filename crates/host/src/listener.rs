@@ -36,18 +36,28 @@ pub struct Server {
     gateway: Arc<Gateway>,
     http: TcpListener,
     admin: TcpListener,
+    /// SIGHUP, caught from binding on: each one reloads.
+    hangup: tokio::signal::unix::Signal,
 }
 
 impl Server {
-    /// Binds the HTTP and admin listeners.
+    /// Binds the HTTP and admin listeners, and catches SIGHUP (which reloads once the server
+    /// runs): a SIGHUP that arrives before then must not kill the process.
     pub async fn bind(
         gateway: Gateway,
         listen: SocketAddr,
         admin: SocketAddr,
     ) -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let hangup = signal(SignalKind::hangup())?;
         let http = TcpListener::bind(listen).await?;
         let admin = TcpListener::bind(admin).await?;
-        Ok(Self { gateway: Arc::new(gateway), http, admin })
+        Ok(Self { gateway: Arc::new(gateway), http, admin, hangup })
+    }
+
+    /// The gateway this server serves: what `reload` is called on.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
     }
 
     /// Where the HTTP listener is bound (useful after binding port 0).
@@ -65,7 +75,13 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let server = self.gateway.server().clone();
         let draining = Arc::new(AtomicBool::new(false));
-        let admin = tokio::spawn(admin::serve(self.admin, draining.clone()));
+        let admin = tokio::spawn(admin::serve(
+            self.admin,
+            draining.clone(),
+            self.gateway.clone(),
+            admin::Token::from_env(),
+        ));
+        let hangups = tokio::spawn(reload_on_hangup(self.hangup, self.gateway.clone()));
         let builder = Arc::new(builder(&server));
         let timeouts = Timeouts {
             handshake: server.handshake_timeout,
@@ -125,6 +141,15 @@ impl Server {
             Err(_) => tracing::warn!("shutdown timeout: exiting with requests still in flight"),
         }
         admin.abort();
+        hangups.abort();
+    }
+}
+
+/// Reloads on each SIGHUP; the outcome is logged (and counted) by the reload.
+async fn reload_on_hangup(mut hangup: tokio::signal::unix::Signal, gateway: Arc<Gateway>) {
+    while hangup.recv().await.is_some() {
+        tracing::info!("SIGHUP received: reloading");
+        let _ = gateway.reload().await;
     }
 }
 

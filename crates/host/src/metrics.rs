@@ -139,7 +139,22 @@ const METRICS: &[(&str, Kind, &str)] = &[
     (
         "edgegate_module_cache_total",
         Kind::Counter,
-        "Worker modules loaded, by how (hit, miss, rejected, not_stored, precompiled, off)",
+        "Worker modules loaded, by how (hit, miss, rejected, not_stored, precompiled, reused, off)",
+    ),
+    (
+        "edgegate_reloads_total",
+        Kind::Counter,
+        "Reloads of the configuration and workers, by result (ok, error)",
+    ),
+    (
+        "edgegate_config_generation",
+        Kind::Gauge,
+        "The generation serving: 1 at start, one more for each reload that took effect",
+    ),
+    (
+        "edgegate_worker_info",
+        Kind::Gauge,
+        "1 for each worker's module version serving new requests (digest: its sha256), 0 for one it replaced",
     ),
     ("edgegate_build_info", Kind::Gauge, "Always 1; the labels name the build"),
 ];

@@ -6,6 +6,10 @@ use std::fmt;
 /// Why a module was refused when loading it as a worker.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The module compiled and linked, but instantiating it failed (a pool slot too small
+    /// for it, a start function that traps).
+    #[error("instantiating it once failed")]
+    Trial(#[source] wasmtime::Error),
     /// The bytes are not a valid WebAssembly module, or Cranelift could not compile them.
     #[error("not a valid WebAssembly module")]
     Compile(#[source] wasmtime::Error),

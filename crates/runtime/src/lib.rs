@@ -77,6 +77,10 @@ pub struct Runtime {
     ticker: engine::EpochTicker,
     /// The image threads every worker's transforms share (`RuntimeConfig::image_threads`).
     image_threads: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The modules loaded in this process, by the sha256 of their bytes: loading the same
+    /// bytes again (a reload) shares the compiled code. [`Runtime::retain_modules`] forgets
+    /// the ones no worker uses any more.
+    modules: std::sync::Mutex<std::collections::HashMap<[u8; 32], Module>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -97,12 +101,18 @@ impl Runtime {
         let ticker = engine::EpochTicker::start(&engine, config.epoch_tick)?;
         let image_threads =
             std::sync::Arc::new(tokio::sync::Semaphore::new(config.image_threads.max(1)));
-        Ok(Self { engine, linker, cache, config, ticker, image_threads })
+        let modules = std::sync::Mutex::default();
+        Ok(Self { engine, linker, cache, config, ticker, image_threads, modules })
     }
 
     /// Loads a module as a worker.
     pub fn load(&self, spec: WorkerSpec<'_>) -> Result<Worker, LoadError> {
         Worker::load(self, spec)
+    }
+
+    /// Whether compiled modules are kept in an on-disk cache.
+    pub fn caching(&self) -> bool {
+        self.cache.is_some()
     }
 
     /// How the runtime was sized.
@@ -130,7 +140,32 @@ impl Runtime {
         self.engine.precompile_module(wasm)
     }
 
-    pub(crate) fn compile(&self, wasm: &[u8]) -> Result<(Module, CacheOutcome), LoadError> {
+    /// Forgets the loaded modules whose sha256 (as [`ModuleInfo::digest`] gives it) is not
+    /// in `keep`: the next load of those bytes reads the cache or compiles again. A worker
+    /// still serving keeps its own module alive.
+    pub fn retain_modules<'a>(&self, keep: impl IntoIterator<Item = &'a str>) {
+        let keep: std::collections::HashSet<&str> = keep.into_iter().collect();
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        modules.retain(|digest, _| keep.contains(module_cache::hex(digest).as_str()));
+    }
+
+    /// The module for `wasm`, whose sha256 is `digest`: one already loaded, or compiled (or
+    /// loaded from the cache) and remembered.
+    pub(crate) fn module(
+        &self,
+        wasm: &[u8],
+        digest: [u8; 32],
+    ) -> Result<(Module, CacheOutcome), LoadError> {
+        let lock = || self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(module) = lock().get(&digest) {
+            return Ok((module.clone(), CacheOutcome::Reused));
+        }
+        let (module, outcome) = self.compile(wasm)?;
+        lock().insert(digest, module.clone());
+        Ok((module, outcome))
+    }
+
+    fn compile(&self, wasm: &[u8]) -> Result<(Module, CacheOutcome), LoadError> {
         if Engine::detect_precompiled(wasm).is_some() {
             // SAFETY: `Module::deserialize` runs the artifact's machine code, so it must be a
             // `precompile_module` output. A `.cwasm` is code the operator deploys, trusted like

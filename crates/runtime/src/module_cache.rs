@@ -45,6 +45,9 @@ pub enum CacheOutcome {
     /// Compiled, but the entry could not be written (the reason); the next start compiles
     /// again.
     NotStored(String),
+    /// The same bytes are already loaded in this process (a reload that left the module
+    /// unchanged): the compiled code is shared, nothing is read or compiled.
+    Reused,
 }
 
 /// A directory of compiled modules for one engine configuration.
@@ -172,7 +175,7 @@ fn rand_u64() -> u64 {
     u64::from_le_bytes(bytes)
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

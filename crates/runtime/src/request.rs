@@ -390,28 +390,8 @@ pub(crate) async fn run(
     // Before the store: the epoch must tick from the first guest instruction on.
     let _active = target.shared.activity.enter();
     let deadline = Instant::now() + limits.deadline;
-    let state = RequestState {
-        worker: target.shared.clone(),
-        request,
-        request_len,
-        request_id,
-        memory: None,
-        hostcalls: 0,
-        kv_ops: 0,
-        kept: None,
-        fetches: Fetches::default(),
-        blobs: Vec::new(),
-        offloaded_cpu: Duration::ZERO,
-        stop: None,
-        usage: Usage::default(),
-        ticks_seen: 0,
-        memory_refused: false,
-        deadline,
-    };
-    let mut store = Store::new(target.pre.module().engine(), state);
-    store.limiter(|state| state);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(on_epoch);
+    let mut store =
+        new_store(target.shared, target.pre, request, request_len, request_id, deadline);
 
     // Pinned in place: the future holds Wasmtime's instantiate and call state (a few KiB), and
     // moving it into the timeout would copy all of it on every request.
@@ -437,6 +417,52 @@ pub(crate) async fn run(
         )),
     };
     (outcome, usage)
+}
+
+/// A fresh store for one request, within the worker's limits.
+fn new_store(
+    shared: &Arc<WorkerShared>,
+    pre: &wasmtime::InstancePre<RequestState>,
+    request: GuestRequest,
+    request_len: u32,
+    request_id: RequestId,
+    deadline: Instant,
+) -> Store<RequestState> {
+    let state = RequestState {
+        worker: shared.clone(),
+        request,
+        request_len,
+        request_id,
+        memory: None,
+        hostcalls: 0,
+        kv_ops: 0,
+        kept: None,
+        fetches: Fetches::default(),
+        blobs: Vec::new(),
+        offloaded_cpu: Duration::ZERO,
+        stop: None,
+        usage: Usage::default(),
+        ticks_seen: 0,
+        memory_refused: false,
+        deadline,
+    };
+    let mut store = Store::new(pre.module().engine(), state);
+    store.limiter(|state| state);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(on_epoch);
+    store
+}
+
+/// Instantiates once in a fresh store and drops it, calling nothing: a reload's check that the
+/// module fits the pool and its start function (if any) runs.
+pub(crate) async fn trial(
+    shared: &Arc<WorkerShared>,
+    pre: &wasmtime::InstancePre<RequestState>,
+) -> wasmtime::Result<()> {
+    let _active = shared.activity.enter();
+    let deadline = Instant::now() + shared.limits.deadline;
+    let mut store = new_store(shared, pre, GuestRequest::default(), 0, RequestId(0), deadline);
+    pre.instantiate_async(&mut store).await.map(drop)
 }
 
 async fn call_guest(

@@ -65,10 +65,12 @@ pub struct ModuleInfo {
     pub initial_memory: u64,
     /// The most memory it declares it may grow to, if it declares a maximum.
     pub maximum_memory: Option<u64>,
+    /// The sha256 of the bytes it was loaded from, in hex: which version this is.
+    pub digest: String,
 }
 
 impl ModuleInfo {
-    fn of(module: &Module) -> Self {
+    fn of(module: &Module, digest: String) -> Self {
         let memory = match module.get_export(EXPORT_MEMORY) {
             Some(ExternType::Memory(m)) => Some(m),
             _ => None,
@@ -82,6 +84,7 @@ impl ModuleInfo {
                 .as_ref()
                 .and_then(|m| m.maximum())
                 .map(|p| p.saturating_mul(page)),
+            digest,
         }
     }
 }
@@ -98,7 +101,8 @@ impl Worker {
         if spec.limits.memory > max {
             return Err(LoadError::MemoryLimitTooLarge { limit: spec.limits.memory, max });
         }
-        let (module, cache) = runtime.compile(spec.wasm)?;
+        let digest = crate::module_cache::sha256(spec.wasm);
+        let (module, cache) = runtime.module(spec.wasm, digest)?;
         check_exports(&module, &spec.limits)?;
         if let Some(import) =
             module.imports().find(|i| !edgegate_abi::imports::provided(i.module(), i.name()))
@@ -109,7 +113,7 @@ impl Worker {
                 import.name()
             )));
         }
-        let info = ModuleInfo::of(&module);
+        let info = ModuleInfo::of(&module, crate::module_cache::hex(&digest));
         let pre = runtime.linker().instantiate_pre(&module).map_err(LoadError::Link)?;
         let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
         let handle = export(EXPORT_HANDLE)?;
@@ -155,6 +159,18 @@ impl Worker {
     /// Whether the module came from the compilation cache.
     pub fn cache_outcome(&self) -> &CacheOutcome {
         &self.inner.cache
+    }
+
+    /// Instantiates the module once, as a request would (a fresh store within the worker's
+    /// limits, a slot of the pool), and drops it without calling the guest: what a reload
+    /// checks before it puts a new module in service.
+    pub async fn trial(&self) -> Result<(), LoadError> {
+        request::trial(&self.inner.shared, &self.inner.pre).await.map_err(LoadError::Trial)
+    }
+
+    /// The first 12 hex digits of the module's sha256: short enough for every log line.
+    pub fn short_digest(&self) -> &str {
+        &self.inner.info.digest[..12]
     }
 
     /// Serves one request in a fresh instance, dropped before this returns.

@@ -11,7 +11,7 @@ use crate::size::ByteSize;
 /// `[workers.NAME.jwt]`: the worker's token policy and its keys. The keys stay in the host;
 /// the policy reaches the worker as `jwt.*` configuration values (see
 /// `edgegate_sdk::jwt::Validation::from_config`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JwtConfig {
     /// `iss` must be exactly this. Default: not checked.
@@ -45,7 +45,7 @@ fn default_max_token() -> ByteSize {
 }
 
 /// One `[[workers.NAME.jwt.keys]]` entry: exactly one source of keys.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeySourceConfig {
     /// The key id tokens name it by (`secret_*`, `pem*`, `jwk*`; a JWKS names its own).

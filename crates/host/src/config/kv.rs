@@ -9,7 +9,7 @@ use super::{ConfigError, optional_duration};
 use crate::size::ByteSize;
 
 /// `[kv.NAME]`: a KV namespace workers can be granted (`workers.NAME.kv`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KvConfig {
     /// `memory` (the default: this process, gone at exit), `redb` (a file on this node,

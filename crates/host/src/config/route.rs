@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::{Config, ConfigError};
 
 /// `[[routes]]`: which requests go to which worker.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// A name for logs. Default `routes[N]`.
@@ -29,7 +29,7 @@ pub struct RouteConfig {
 }
 
 /// A route's fixed answer (`respond = { status = 200, body = "ok" }`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RespondConfig {
     /// The status, 200 to 599. Default 200.

@@ -9,7 +9,7 @@ use super::{ConfigError, duration};
 use crate::size::ByteSize;
 
 /// `[runtime]`: the Wasm engine.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeSection {
     /// Keep compiled modules on disk so they are compiled once. Default true.

@@ -10,7 +10,7 @@ use crate::path::{EscapedSlashes, PathRules};
 use crate::size::ByteSize;
 
 /// `[server]`: listeners and the limits every request is held to before any worker runs.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Address of the HTTP listener (HTTP/1.1 and h2c on one port). Default `127.0.0.1:8080`.

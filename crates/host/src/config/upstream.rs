@@ -9,7 +9,7 @@ use super::{ConfigError, duration};
 
 /// `[upstreams.NAME]`: an HTTP service a worker can forward requests to, through a pool of
 /// keep-alive connections.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// `http://host:port` or `https://host:port` (no path: the request's path is kept), or
@@ -56,7 +56,7 @@ pub const DEMO_ORIGIN: &str = "builtin:demo-origin";
 
 /// `[fetch]`: the pool workers' fetches to allowed hosts go through (a fetch to an upstream
 /// uses that upstream's pool and timeouts).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FetchSection {
     /// Time to connect (TCP and TLS). Default 2s.

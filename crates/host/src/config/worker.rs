@@ -10,7 +10,7 @@ use super::{Config, ConfigError, ImageConfig, JwtConfig, duration};
 use crate::size::ByteSize;
 
 /// `[workers.NAME]`: a module and what it may use.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerConfig {
     /// A `.wasm` file (relative to this file), or `builtin:NAME` for a worker bundled in the
@@ -42,7 +42,7 @@ pub struct WorkerConfig {
 }
 
 /// `[workers.NAME.limits]`: see `edgegate_runtime::Limits` for what each bounds.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerLimits {
     /// Linear memory. Default 2MiB.

@@ -11,7 +11,10 @@ use edgegate_runtime::{CacheOutcome, Fetcher, ModuleCache, Runtime, RuntimeConfi
 use http::{HeaderValue, Response, header};
 use tokio::sync::Semaphore;
 
-use super::{Action, Background, Gateway, Gauges, RequestIds, Target, WorkerTarget};
+use arc_swap::ArcSwap;
+use edgegate_runtime::Worker;
+
+use super::{Action, Background, Gateway, Gauges, RequestIds, Snapshot, Target, WorkerTarget};
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
 use crate::fetch::WorkerFetcher;
 use crate::kv::Mode as KvMode;
@@ -24,36 +27,107 @@ use crate::upstream::Upstream;
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
 const BUILTIN_PREFIX: &str = "builtin:";
 
+/// The modules `builtin:NAME` refers to: the workers bundled in the binary.
+pub type Builtins = &'static [(&'static str, &'static [u8])];
+
+/// The KV namespaces and their background tasks. Opened once: every snapshot shares them
+/// while `[kv]` is unchanged (a reload cannot change it).
+#[derive(Debug)]
+pub(crate) struct Kv {
+    namespaces: BTreeMap<String, edgegate_kv::Namespace>,
+    _tasks: Background,
+}
+
 impl Gateway {
     /// Loads every worker of `loaded` (compiling or loading from the module cache), opens the
     /// upstream pools (starting the demo origin where configured), loads the JWT keys
-    /// (fetching JWKS URLs once), and compiles the routes. `builtins` are the modules
-    /// `builtin:NAME` refers to. Must run inside a tokio runtime.
-    pub async fn build(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+    /// (fetching JWKS URLs once), and compiles the routes: the first snapshot. Must run
+    /// inside a tokio runtime.
+    pub async fn build(loaded: &Loaded, builtins: Builtins) -> Result<Self, ConfigError> {
         Self::build_as(loaded, builtins, KvMode::Serve).await
     }
 
     /// What `edgegate check` runs: [`Gateway::build`], except that KV namespaces are only
     /// checked (seeds parsed, Redis URLs resolved), not opened: a redb file a running gateway
-    /// holds stays unlocked, Redis is not contacted and no seed is written.
-    pub async fn check(loaded: &Loaded, builtins: &[(&str, &[u8])]) -> Result<Self, ConfigError> {
+    /// holds stays unlocked, Redis is not contacted and no seed is written. A reload runs the
+    /// same steps, so a configuration `check` passes is one a reload takes.
+    pub async fn check(loaded: &Loaded, builtins: Builtins) -> Result<Self, ConfigError> {
         Self::build_as(loaded, builtins, KvMode::Check).await
     }
 
     async fn build_as(
         loaded: &Loaded,
-        builtins: &[(&str, &[u8])],
+        builtins: Builtins,
         kv_mode: KvMode,
     ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
-        let cache_on = cache.is_some();
         let runtime = Runtime::new(runtime_config(config), cache)
             .map_err(|e| ConfigError::caused(&loaded.origin, "runtime", e))?;
-        let mut background = Background::default();
+        let opened = crate::kv::open(loaded, kv_mode).await?;
+        let kv = Arc::new(Kv { namespaces: opened.namespaces, _tasks: Background(opened.tasks) });
+        let steps = Steps { runtime: &runtime, loaded, builtins, previous: None };
+        let snapshot = steps.snapshot(kv, 1).await?;
+        super::reload::publish(None, &snapshot);
+        Ok(Self {
+            current: ArcSwap::from_pointee(snapshot),
+            permits: Semaphore::new(config.server.max_concurrency as usize),
+            ids: RequestIds::new(),
+            unrouted: RouteMetrics::unrouted(),
+            gauges: Gauges::register(config.server.max_concurrency),
+            runtime,
+            reloads: tokio::sync::Mutex::new(super::reload::Reloads { builtins }),
+        })
+    }
+}
 
+/// Building a snapshot, a named step at a time: start-up runs it for the first snapshot, a
+/// reload for the next.
+pub(super) struct Steps<'a> {
+    pub(super) runtime: &'a Runtime,
+    pub(super) loaded: &'a Loaded,
+    pub(super) builtins: Builtins,
+    /// The snapshot serving, on a reload: workers whose module and table are unchanged are
+    /// not tried again.
+    pub(super) previous: Option<&'a Snapshot>,
+}
+
+impl Steps<'_> {
+    /// Opens the upstreams, loads the workers with their keys, instantiates each changed
+    /// worker once, and compiles the routes.
+    pub(super) async fn snapshot(
+        &self,
+        kv: Arc<Kv>,
+        generation: u64,
+    ) -> Result<Snapshot, ConfigError> {
+        let mut background = Background::default();
+        let upstreams = self.open_upstreams(&mut background).await?;
+        let fetch_pool = self.fetch_pool()?;
+        let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
+        self.try_changed(&workers).await?;
+        let router = self.compile_routes(&workers);
+        let config = &self.loaded.config;
+        Ok(Snapshot {
+            generation,
+            loaded: self.loaded.clone(),
+            router,
+            server: config.server.clone(),
+            path_rules: config.server.path_rules(),
+            upstreams,
+            workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
+            kv,
+            _background: background,
+        })
+    }
+
+    /// Each `[upstreams.NAME]`'s pool (and the demo origin's listener where one is named).
+    async fn open_upstreams(
+        &self,
+        background: &mut Background,
+    ) -> Result<HashMap<String, Arc<Upstream>>, ConfigError> {
+        let loaded = self.loaded;
         let mut upstreams = HashMap::new();
-        for (name, upstream) in &config.upstreams {
+        for (name, upstream) in &loaded.config.upstreams {
             let at = |field: &str| format!("upstreams.{name}.{field}");
             let url: http::Uri = if upstream.url == DEMO_ORIGIN {
                 let (addr, task) = crate::demo_origin::start(name)
@@ -73,20 +147,34 @@ impl Gateway {
                 .map_err(|e| ConfigError::caused(&loaded.origin, at("ca_file"), e))?;
             upstreams.insert(name.clone(), Arc::new(pool));
         }
+        Ok(upstreams)
+    }
 
-        let kv = crate::kv::open(loaded, kv_mode).await?;
-        background.0.extend(kv.tasks);
-        let fetch_ca = config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
-        let fetch_pool = Pool::new(&PoolSettings::fetch(&config.fetch, fetch_ca.as_deref()))
-            .map_err(|e| ConfigError::caused(&loaded.origin, "fetch.ca_file", e))?;
+    /// The `[fetch]` pool.
+    fn fetch_pool(&self) -> Result<Pool, ConfigError> {
+        let loaded = self.loaded;
+        let ca = loaded.config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
+        Pool::new(&PoolSettings::fetch(&loaded.config.fetch, ca.as_deref()))
+            .map_err(|e| ConfigError::caused(&loaded.origin, "fetch.ca_file", e))
+    }
 
-        // Every worker is tried, so that one run names every module that does not load.
+    /// Every worker, with its keys, KV namespaces, fetcher and image grant. Every worker is
+    /// tried, so that one run names every module that does not load.
+    async fn load_workers(
+        &self,
+        kv: &Kv,
+        upstreams: &HashMap<String, Arc<Upstream>>,
+        fetch_pool: &Pool,
+        background: &mut Background,
+    ) -> Result<BTreeMap<String, (Worker, Arc<[String]>)>, ConfigError> {
+        let loaded = self.loaded;
+        let cache_on = self.runtime.caching();
         let mut workers = BTreeMap::new();
         let mut failed = Vec::new();
-        for (name, worker) in &config.workers {
+        for (name, worker) in &loaded.config.workers {
             let key = format!("workers.{name}.module");
             let loading = async {
-                let wasm = read_module(loaded, &worker.module, builtins)
+                let wasm = read_module(loaded, &worker.module, self.builtins)
                     .map_err(|e| ConfigError::caused(&loaded.origin, &key, e))?;
                 let keys = match &worker.jwt {
                     Some(jwt) => {
@@ -96,7 +184,7 @@ impl Gateway {
                     }
                     None => None,
                 };
-                runtime
+                self.runtime
                     .load(WorkerSpec {
                         name,
                         wasm: &wasm,
@@ -104,7 +192,7 @@ impl Gateway {
                         config: worker_config(worker),
                         keys,
                         kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
-                        fetcher: fetcher(worker, &upstreams, &fetch_pool),
+                        fetcher: fetcher(worker, upstreams, fetch_pool),
                         image: worker.image.as_ref().map(Into::into),
                     })
                     .map_err(|source| {
@@ -129,6 +217,7 @@ impl Gateway {
             tracing::info!(
                 worker = %name,
                 module = %worker.module,
+                digest = loaded_worker.short_digest(),
                 cache = ?loaded_worker.cache_outcome(),
                 load_ms = started.elapsed().as_millis() as u64,
                 "worker loaded"
@@ -138,13 +227,43 @@ impl Gateway {
                 (loaded_worker, Arc::<[String]>::from(worker.upstreams.clone())),
             );
         }
-
         if !failed.is_empty() {
             return Err(ConfigError::all(&loaded.origin, failed));
         }
+        Ok(workers)
+    }
 
+    /// Instantiates each worker that is new or changed once, as a request would, so that a
+    /// module that loads but cannot run is refused before it serves.
+    async fn try_changed(
+        &self,
+        workers: &BTreeMap<String, (Worker, Arc<[String]>)>,
+    ) -> Result<(), ConfigError> {
+        let mut failed = Vec::new();
+        for (name, (worker, _)) in workers {
+            if self.previous.is_some_and(|p| !changed(p, self.loaded, name, worker)) {
+                continue;
+            }
+            if let Err(source) = worker.trial().await {
+                let module = self.loaded.config.workers[name].module.clone();
+                failed.push(ConfigError::caused(
+                    &self.loaded.origin,
+                    format!("workers.{name}.module"),
+                    ModuleError::Load { module, source },
+                ));
+            }
+        }
+        if failed.is_empty() { Ok(()) } else { Err(ConfigError::all(&self.loaded.origin, failed)) }
+    }
+
+    /// The routes, each with its target and metrics.
+    fn compile_routes(
+        &self,
+        workers: &BTreeMap<String, (Worker, Arc<[String]>)>,
+    ) -> Router<Target> {
+        let config = &self.loaded.config;
         let server_limit = config.server.max_request_body.bytes();
-        let router = Router::new(&config.routes, |name, route| match &route.respond {
+        Router::new(&config.routes, |name, route| match &route.respond {
             Some(respond) => Target {
                 action: Action::Respond(fixed_response(respond)),
                 metrics: Arc::new(RouteMetrics::new(name, "-")),
@@ -159,21 +278,17 @@ impl Gateway {
                     metrics,
                 }
             }
-        });
-        Ok(Self {
-            router,
-            server: config.server.clone(),
-            path_rules: config.server.path_rules(),
-            permits: Semaphore::new(config.server.max_concurrency as usize),
-            ids: RequestIds::new(),
-            upstreams,
-            workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
-            unrouted: RouteMetrics::unrouted(),
-            gauges: Gauges::register(config.server.max_concurrency),
-            _runtime: runtime,
-            _background: background,
         })
     }
+}
+
+/// Whether worker `name` of `loaded` differs from the one `previous` serves: a new worker, a
+/// new module (by digest), or a changed `[workers.NAME]` table.
+pub(super) fn changed(previous: &Snapshot, loaded: &Loaded, name: &str, worker: &Worker) -> bool {
+    let before = previous.workers.iter().find(|(n, _)| n == name).map(|(_, w)| w);
+    let Some(before) = before else { return true };
+    before.module_info().digest != worker.module_info().digest
+        || previous.loaded.config.workers.get(name) != loaded.config.workers.get(name)
 }
 
 /// A route's fixed answer, built once.
@@ -220,6 +335,7 @@ fn cache_label(outcome: &CacheOutcome, cache_on: bool) -> &'static str {
         CacheOutcome::Rejected(_) => "rejected",
         CacheOutcome::NotStored(_) => "not_stored",
         CacheOutcome::Precompiled => "precompiled",
+        CacheOutcome::Reused => "reused",
     }
 }
 
@@ -264,11 +380,7 @@ enum ModuleError {
 #[error("starting the demo origin")]
 struct DemoOrigin(#[source] std::io::Error);
 
-fn read_module(
-    loaded: &Loaded,
-    module: &str,
-    builtins: &[(&str, &[u8])],
-) -> Result<Vec<u8>, ModuleError> {
+fn read_module(loaded: &Loaded, module: &str, builtins: Builtins) -> Result<Vec<u8>, ModuleError> {
     if let Some(name) = module.strip_prefix(BUILTIN_PREFIX) {
         return builtins
             .iter()

@@ -18,6 +18,7 @@ use crate::{ConnInfo, Gateway};
 
 mod forward;
 mod jwks;
+mod reload;
 mod servers;
 
 const BUILTINS: &[(&str, &[u8])] = edgegate_guests::BUILTIN;

@@ -1,0 +1,183 @@
+//! Reloading: build the next snapshot from the configuration file, exactly as start-up built
+//! the first, and swap it in only when all of it built.
+//!
+//! ```text
+//!  reread + validate ─▶ settings that need a restart? ─▶ open upstreams, load keys,
+//!  load workers (an unchanged module is reused: no compile) ─▶ instantiate each changed
+//!  worker once ─▶ compile routes ─▶ swap            any failure: the old snapshot serves on
+//! ```
+//!
+//! Requests that began on the old snapshot finish on it; its pool slots, modules, upstream
+//! pools and background tasks are released when the last of them ends.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::build::{Builtins, Steps, changed};
+use super::{Gateway, Snapshot};
+use crate::config::{Config, ConfigError};
+
+/// What a reload needs that no request does.
+#[derive(Debug)]
+pub(crate) struct Reloads {
+    pub(crate) builtins: Builtins,
+}
+
+/// A reload that took effect.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reloaded {
+    /// The generation now serving.
+    pub generation: u64,
+    /// Workers that are new, or whose module or table changed.
+    pub changed: Vec<String>,
+    /// Workers no longer configured.
+    pub removed: Vec<String>,
+    /// Workers whose module is new (by digest), by name, with the new digest.
+    pub modules: Vec<(String, String)>,
+    /// From reading the file to the swap.
+    #[serde(serialize_with = "millis")]
+    pub took: Duration,
+}
+
+/// Why a reload did not take effect; the snapshot that was serving still is.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The configuration, a module or a key did not load.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A setting changed that only a restart can change.
+    #[error("{file}: {}: cannot change while running; restart edgegate to apply it", keys.join(", "))]
+    RestartNeeded {
+        /// The configuration file.
+        file: String,
+        /// The keys that changed.
+        keys: Vec<&'static str>,
+    },
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+impl Gateway {
+    /// Rereads the configuration file (and every module it names), builds the next snapshot
+    /// and swaps it in; on any failure the current snapshot keeps serving. Reloads take
+    /// turns. Counts the result in `edgegate_reloads_total` and logs it.
+    pub async fn reload(&self) -> Result<Reloaded, ReloadError> {
+        let reloads = self.reloads.lock().await;
+        let started = Instant::now();
+        let result = self.build_next(&reloads, started).await;
+        match &result {
+            Ok(done) => {
+                metrics::counter!("edgegate_reloads_total", "result" => "ok").increment(1);
+                tracing::info!(
+                    generation = done.generation,
+                    changed = ?done.changed,
+                    removed = ?done.removed,
+                    took_ms = done.took.as_secs_f64() * 1000.0,
+                    "reloaded"
+                );
+            }
+            Err(error) => {
+                metrics::counter!("edgegate_reloads_total", "result" => "error").increment(1);
+                tracing::error!(
+                    generation = self.generation(),
+                    "reload refused, still serving the previous version: {}",
+                    crate::error::error_chain(error)
+                );
+            }
+        }
+        result
+    }
+
+    async fn build_next(
+        &self,
+        reloads: &Reloads,
+        started: Instant,
+    ) -> Result<Reloaded, ReloadError> {
+        let previous = self.current.load_full();
+        let loaded = previous.loaded.reread()?;
+        let keys = restart_needed(&previous.loaded.config, &loaded.config);
+        if !keys.is_empty() {
+            return Err(ReloadError::RestartNeeded { file: loaded.origin.clone(), keys });
+        }
+        let steps = Steps {
+            runtime: &self.runtime,
+            loaded: &loaded,
+            builtins: reloads.builtins,
+            previous: Some(&previous),
+        };
+        let next = steps.snapshot(previous.kv.clone(), previous.generation + 1).await?;
+        let changed: Vec<String> = next
+            .workers
+            .iter()
+            .filter(|(name, worker)| changed(&previous, &loaded, name, worker))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let removed = previous
+            .workers
+            .iter()
+            .filter(|(name, _)| !next.workers.iter().any(|(n, _)| n == name))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let modules = next
+            .workers
+            .iter()
+            .filter(|(name, worker)| {
+                let before = previous.workers.iter().find(|(n, _)| n == name);
+                before.is_none_or(|(_, b)| b.module_info().digest != worker.module_info().digest)
+            })
+            .map(|(name, worker)| (name.clone(), worker.module_info().digest.clone()))
+            .collect();
+        publish(Some(&previous), &next);
+        let generation = next.generation;
+        self.runtime
+            .retain_modules(next.workers.iter().map(|(_, w)| w.module_info().digest.as_str()));
+        self.current.store(std::sync::Arc::new(next));
+        Ok(Reloaded { generation, changed, removed, modules, took: started.elapsed() })
+    }
+}
+
+/// Sets `edgegate_config_generation` and `edgegate_worker_info` for `next`, putting the
+/// versions it replaces of `previous` at 0.
+pub(super) fn publish(previous: Option<&Snapshot>, next: &Snapshot) {
+    metrics::gauge!("edgegate_config_generation").set(next.generation as f64);
+    for (name, worker) in previous.map_or(&[][..], |p| &p.workers[..]) {
+        let digest = &worker.module_info().digest;
+        let kept = next.workers.iter().any(|(n, w)| n == name && w.module_info().digest == *digest);
+        if !kept {
+            metrics::gauge!("edgegate_worker_info", "worker" => name.clone(), "digest" => digest.clone())
+                .set(0.0);
+        }
+    }
+    for (name, worker) in &next.workers {
+        let digest = worker.module_info().digest.clone();
+        metrics::gauge!("edgegate_worker_info", "worker" => name.clone(), "digest" => digest)
+            .set(1.0);
+    }
+}
+
+/// The keys whose change only a restart applies: the listeners and everything the
+/// connections were set up with, the engine and its instance pool, and the KV namespaces
+/// (opened and seeded once).
+fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
+    let (a, b) = (&old.server, &new.server);
+    let fixed = [
+        ("server.listen", a.listen != b.listen),
+        ("server.admin", a.admin != b.admin),
+        ("server.max_connections", a.max_connections != b.max_connections),
+        ("server.max_concurrency", a.max_concurrency != b.max_concurrency),
+        ("server.max_headers", a.max_headers != b.max_headers),
+        ("server.max_header_bytes", a.max_header_bytes != b.max_header_bytes),
+        ("server.handshake_timeout", a.handshake_timeout != b.handshake_timeout),
+        ("server.header_read_timeout", a.header_read_timeout != b.header_read_timeout),
+        ("server.idle_timeout", a.idle_timeout != b.idle_timeout),
+        ("server.h2_keepalive_interval", a.h2_keepalive_interval != b.h2_keepalive_interval),
+        ("server.h2_keepalive_timeout", a.h2_keepalive_timeout != b.h2_keepalive_timeout),
+        ("server.shutdown_timeout", a.shutdown_timeout != b.shutdown_timeout),
+        ("runtime", old.runtime != new.runtime),
+        ("kv", old.kv != new.kv),
+    ];
+    fixed.into_iter().filter_map(|(key, differs)| differs.then_some(key)).collect()
+}
