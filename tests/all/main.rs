@@ -12,6 +12,7 @@ mod image;
 mod kv;
 mod limits;
 mod observability;
+mod reload;
 mod requests;
 mod shutdown;
 mod support;

@@ -1,0 +1,104 @@
+//! Hot reload through the real binary: `POST /reload` (and its token), SIGHUP, the metrics
+//! and the access log's digest, and a refused reload leaving the old version serving.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+use crate::support::{Gateway, get, http, post, runtime_section};
+
+const TOKEN: &str = "reload-s3cret";
+const BODY: &[u8] = br#"{ "a" : 1 }"#;
+
+fn config(module: &Path) -> String {
+    format!(
+        "{runtime}\n[workers.w]\nmodule = {module:?}\n\n[[routes]]\nprefix = \"/w\"\nworker = \"w\"\n",
+        runtime = runtime_section(),
+        module = module.display().to_string(),
+    )
+}
+
+fn deploy(module: &Path, wasm: &[u8]) {
+    let tmp = module.with_extension("tmp");
+    std::fs::write(&tmp, wasm).unwrap();
+    std::fs::rename(&tmp, module).unwrap();
+}
+
+fn reload(gw: &Gateway, token: Option<&str>) -> crate::support::Reply {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> =
+        auth.as_deref().map(|a| vec![("Authorization", a)]).unwrap_or_default();
+    http(gw.admin, "POST", "/reload", &headers, b"")
+}
+
+fn metric(gw: &Gateway, line_start: &str) -> Option<String> {
+    let text = get(gw.admin, "/metrics").text();
+    text.lines().find(|l| l.starts_with(line_start)).map(str::to_owned)
+}
+
+#[test]
+fn post_reload_and_sighup_swap_the_worker_and_say_so() {
+    let site = tempfile::tempdir().unwrap();
+    let module = site.path().join("w.wasm");
+    deploy(&module, edgegate_guests::ECHO_JSON);
+    let mut gw = Gateway::start_with(
+        &config(&module),
+        &[],
+        &[("EDGEGATE_ADMIN_TOKEN", TOKEN), ("EDGEGATE_LOG", "info")],
+    );
+    let v1 = post(gw.addr, "/w", BODY).text();
+    assert_eq!(v1, r#"{"a":1}"#);
+
+    // The token is enforced, and only POST reloads.
+    assert_eq!(reload(&gw, None).status, 401);
+    assert_eq!(reload(&gw, Some("wrong")).status, 401);
+    assert_eq!(get(gw.admin, "/reload").status, 405);
+
+    deploy(&module, edgegate_guests::JSON_TRANSFORM);
+    let reply = reload(&gw, Some(TOKEN));
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let report = reply.json();
+    assert_eq!(report["generation"], 2);
+    assert_eq!(report["changed"], serde_json::json!(["w"]));
+    let digest2 = report["modules"][0][1].as_str().unwrap().to_owned();
+    let v2 = post(gw.addr, "/w", BODY).text();
+    assert_ne!(v2, v1, "the new version answers");
+    let info = format!("edgegate_worker_info{{worker=\"w\",digest=\"{digest2}\"}} 1");
+    assert!(metric(&gw, &info).is_some(), "no `{info}` in /metrics");
+
+    // SIGHUP reloads too.
+    deploy(&module, edgegate_guests::ECHO_JSON);
+    gw.signal(Signal::HUP);
+    let started = Instant::now();
+    while post(gw.addr, "/w", BODY).text() != v1 {
+        assert!(started.elapsed() < Duration::from_secs(30), "SIGHUP did not reload");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        metric(&gw, "edgegate_config_generation ").as_deref(),
+        Some("edgegate_config_generation 3")
+    );
+
+    // A module that does not compile is refused, and the old one keeps serving.
+    deploy(&module, b"\0asm\x01\0\0\0not a module");
+    let refused = reload(&gw, Some(TOKEN));
+    assert_eq!(refused.status, 422);
+    let refused = refused.json();
+    assert_eq!(
+        (refused["error"].as_str(), refused["generation"].as_u64()),
+        (Some("invalid_config"), Some(3))
+    );
+    assert!(refused["message"].as_str().unwrap().contains("workers.w.module"), "{refused}");
+    assert_eq!(post(gw.addr, "/w", BODY).text(), v1);
+    assert!(metric(&gw, "edgegate_reloads_total{result=\"ok\"} 2").is_some());
+    assert!(metric(&gw, "edgegate_reloads_total{result=\"error\"} 1").is_some());
+
+    // The access log names the version that served each request.
+    let (_, log) = gw.stop();
+    let short = &digest2[..12];
+    assert!(
+        log.contains(&format!("digest=\"{short}\"")),
+        "no digest \"{short}\" in the log:\n{log}"
+    );
+}
