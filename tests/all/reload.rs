@@ -102,3 +102,46 @@ fn post_reload_and_sighup_swap_the_worker_and_say_so() {
         "no digest \"{short}\" in the log:\n{log}"
     );
 }
+
+/// With `reuse_port`, a second process binds the port the first serves on (as a binary
+/// upgrade needs), and the first drains on SIGTERM while the second answers; without it, the
+/// second is refused.
+#[test]
+fn reuse_port_lets_a_new_process_start_on_the_same_port() {
+    let with = crate::support::spinning_hostile("reuse_port = true", "");
+    let mut old = Gateway::start(&with);
+    let listen = old.addr.to_string();
+    let mut new = Gateway::start_with(&with, &["--listen", &listen], &[]);
+    assert_eq!(new.addr, old.addr);
+    old.signal(Signal::TERM);
+    assert_eq!(old.wait(Duration::from_secs(30)).and_then(|s| s.code()), Some(0));
+    for _ in 0..20 {
+        assert_eq!(get(new.addr, "/h/ok").status, 200, "the new process answers on the port");
+    }
+    new.stop();
+
+    let without = crate::support::spinning_hostile("", "");
+    let first = Gateway::start(&without);
+    let (_dir, path) = crate::support::write_config(&without);
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["serve", "--config", path.to_str().unwrap(), "--admin", "127.0.0.1:0"])
+        .args(["--listen", &first.addr.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            second.kill().unwrap();
+            panic!("a second process bound the port without reuse_port");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success() && stderr.contains("binding"), "{status}: {stderr}");
+}

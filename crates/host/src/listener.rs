@@ -18,7 +18,7 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
 use crate::admin;
@@ -50,8 +50,9 @@ impl Server {
     ) -> std::io::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
         let hangup = signal(SignalKind::hangup())?;
-        let http = TcpListener::bind(listen).await?;
-        let admin = TcpListener::bind(admin).await?;
+        let reuse_port = gateway.server().reuse_port;
+        let http = bind(listen, reuse_port)?;
+        let admin = bind(admin, reuse_port)?;
         Ok(Self { gateway: Arc::new(gateway), http, admin, hangup })
     }
 
@@ -143,6 +144,18 @@ impl Server {
         admin.abort();
         hangups.abort();
     }
+}
+
+/// A listening socket on `addr`; with `reuse_port`, one that other processes may bind too
+/// (the kernel spreads new connections across them).
+fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 /// Reloads on each SIGHUP; the outcome is logged (and counted) by the reload.

@@ -15,8 +15,13 @@ use crate::size::ByteSize;
 pub struct ServerConfig {
     /// Address of the HTTP listener (HTTP/1.1 and h2c on one port). Default `127.0.0.1:8080`.
     pub listen: SocketAddr,
-    /// Address of the admin listener (`/healthz`, `/metrics`). Default `127.0.0.1:9090`.
+    /// Address of the admin listener (`/healthz`, `/metrics`, `/reload`). Default
+    /// `127.0.0.1:9090`.
     pub admin: SocketAddr,
+    /// Bind both listeners with `SO_REUSEPORT`, so that a new edgegate process can start on
+    /// the same ports while the old one drains (docs/deploy.md). Default false: a second
+    /// process on the same ports is refused.
+    pub reuse_port: bool,
     /// Open client connections at most; past it, new connections wait in the kernel's accept
     /// queue. Default 4096.
     pub max_connections: usize,
@@ -90,6 +95,7 @@ impl Default for ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin: SocketAddr::from(([127, 0, 0, 1], 9090)),
+            reuse_port: false,
             max_connections: 4096,
             max_concurrency: 256,
             queue_timeout: Duration::from_millis(50),
