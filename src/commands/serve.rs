@@ -21,6 +21,10 @@ pub struct ServeCommand {
     /// Address of the admin listener (/healthz, /metrics); overrides `server.admin`.
     #[arg(long, env = "EDGEGATE_ADMIN", value_name = "ADDR")]
     admin: Option<SocketAddr>,
+    /// Reload when the configuration file or a module file it names changes (as SIGHUP and
+    /// `POST /reload` do).
+    #[arg(long)]
+    watch: bool,
 }
 
 impl ServeCommand {
@@ -48,6 +52,11 @@ impl ServeCommand {
             let server = Server::bind(gateway, listen, admin)
                 .await
                 .with_context(|| format!("binding {listen} and {admin}"))?;
+            let _watch = if self.watch {
+                Some(edgegate_host::watch::watch(server.gateway().clone())?)
+            } else {
+                None
+            };
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "listening on http://{}", server.local_addr()?)?;
             writeln!(stdout, "admin on http://{}", server.admin_addr()?)?;

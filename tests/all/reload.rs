@@ -145,3 +145,23 @@ fn reuse_port_lets_a_new_process_start_on_the_same_port() {
     std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success() && stderr.contains("binding"), "{status}: {stderr}");
 }
+
+/// `--watch` reloads when a module file is replaced, as a deploy replaces it.
+#[test]
+fn watch_reloads_a_changed_module() {
+    let site = tempfile::tempdir().unwrap();
+    let module = site.path().join("w.wasm");
+    deploy(&module, edgegate_guests::ECHO_JSON);
+    let gw = Gateway::start_with(&config(&module), &["--watch"], &[]);
+    let v1 = post(gw.addr, "/w", BODY).text();
+    deploy(&module, edgegate_guests::JSON_TRANSFORM);
+    let started = Instant::now();
+    while post(gw.addr, "/w", BODY).text() == v1 {
+        assert!(started.elapsed() < Duration::from_secs(30), "--watch did not reload");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        metric(&gw, "edgegate_config_generation ").as_deref(),
+        Some("edgegate_config_generation 2")
+    );
+}

@@ -162,6 +162,17 @@ impl Gateway {
         self.current.load().workers.clone()
     }
 
+    /// The files a reload reads: the configuration file (if there is one) and every worker's
+    /// module file (`builtin:` modules have none).
+    pub fn files(&self) -> Vec<std::path::PathBuf> {
+        let snapshot = self.current.load();
+        let loaded = &snapshot.loaded;
+        let modules = loaded.config.workers.values().map(|w| w.module.as_str());
+        let modules = modules.filter(|m| !m.starts_with(build::BUILTIN_PREFIX));
+        let modules = modules.map(|m| loaded.resolve(m.as_ref()));
+        loaded.path.clone().into_iter().chain(modules).collect()
+    }
+
     /// The generation serving: 1 at start, one more for each reload that took effect.
     pub fn generation(&self) -> u64 {
         self.current.load().generation

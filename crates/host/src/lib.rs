@@ -42,6 +42,7 @@ pub mod router;
 pub mod size;
 mod trace;
 mod upstream;
+pub mod watch;
 
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@ use crate::router::Router;
 use crate::upstream::Upstream;
 
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
-const BUILTIN_PREFIX: &str = "builtin:";
+pub(super) const BUILTIN_PREFIX: &str = "builtin:";
 
 /// The modules `builtin:NAME` refers to: the workers bundled in the binary.
 pub type Builtins = &'static [(&'static str, &'static [u8])];
