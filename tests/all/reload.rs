@@ -165,3 +165,74 @@ fn watch_reloads_a_changed_module() {
         Some("edgegate_config_generation 2")
     );
 }
+
+/// The rolling upgrade under load: a second process starts on the port, the first drains on
+/// SIGTERM, and clients connecting all the while see no refused connection and no failed
+/// request. Linux resets connections still queued on a closing `SO_REUSEPORT` listener unless
+/// `net.ipv4.tcp_migrate_req` is 1 (docs/deploy.md), so the test sets it for its run, which
+/// needs root; without root it says so and checks nothing.
+#[test]
+fn a_binary_upgrade_under_load_refuses_and_fails_nothing() {
+    const MIGRATE: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
+    let before = std::fs::read_to_string(MIGRATE).unwrap_or_default();
+    if std::fs::write(MIGRATE, "1").is_err() {
+        eprintln!(
+            "SKIPPED: cannot set {MIGRATE} (needs root); the upgrade under load is not checked"
+        );
+        return;
+    }
+    let restore = Restore(MIGRATE, before);
+
+    let config = crate::support::spinning_hostile("reuse_port = true", "");
+    let mut old = Gateway::start(&config);
+    let addr = old.addr;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut ok, mut failed) = (0u64, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match std::panic::catch_unwind(|| get(addr, "/h/ok").status) {
+                        Ok(200) => ok += 1,
+                        Ok(status) => failed.push(format!("status {status}")),
+                        Err(_) => failed.push("refused, reset or cut off".to_owned()),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut new = Gateway::start_with(&config, &["--listen", &addr.to_string()], &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    old.signal(Signal::TERM);
+    assert_eq!(old.wait(Duration::from_secs(30)).and_then(|s| s.code()), Some(0));
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut ok, mut failed) = (0, Vec::new());
+    for thread in load {
+        let (o, f) = thread.join().unwrap();
+        ok += o;
+        failed.extend(f);
+    }
+    new.stop();
+    drop(restore);
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failed.len(),
+        ok,
+        &failed[..failed.len().min(5)]
+    );
+    assert!(ok > 100, "the load ran: {ok} requests");
+}
+
+/// Puts a sysctl back as it was.
+struct Restore(&'static str, String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0, self.1.trim());
+    }
+}
