@@ -168,7 +168,7 @@ fn missing_comparators_are_reported_and_the_rest_run() {
 
 /// Debian's wrk, for the cross-check; when it is missing the test says so loudly, and with
 /// EDGEGATE_REQUIRE_WRK=1 (as in CI) that is a failure.
-fn wrk_installed() -> bool {
+pub(crate) fn wrk_installed() -> bool {
     let installed = Command::new("wrk").arg("--version").output().is_ok();
     if !installed {
         let why = "wrk is not installed (Debian: apt-get install wrk)";
