@@ -36,8 +36,7 @@ impl CheckCommand {
                 _ => "compiled",
             };
             println!(
-                "worker {name}: {module} ({how}, sha256 {}): ABI v{}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit",
-                worker.short_digest(),
+                "worker {name}: {module} ({how}): ABI v{}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit; sha256 {}",
                 info.abi_version,
                 info.imports.len(),
                 info.imports.join(", "),
@@ -45,6 +44,7 @@ impl CheckCommand {
                 info.maximum_memory
                     .map_or(String::new(), |m| format!(", {} KiB maximum", m / 1024)),
                 ByteSize(worker.limits().memory),
+                worker.short_digest(),
             );
         }
         println!(
