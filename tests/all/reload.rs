@@ -166,6 +166,86 @@ fn watch_reloads_a_changed_module() {
     );
 }
 
+/// The rolling upgrade under load: a second process starts on the port, the first drains on
+/// SIGTERM, and clients see no refused connection and no failed request, both those that
+/// open a connection per request and wrk's keep-alive ones (answered `Connection: close`
+/// during the drain, so they reconnect to the new process). Linux resets connections still
+/// queued on a closing `SO_REUSEPORT` listener unless `net.ipv4.tcp_migrate_req` is 1
+/// (docs/deploy.md), so the test sets it for its run, which needs root; without root it says
+/// so loudly and checks nothing.
+#[test]
+#[ignore = "saturates the CPUs: run alone, as scripts/test does"]
+fn a_binary_upgrade_under_load_refuses_and_fails_nothing() {
+    const MIGRATE: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
+    if !crate::bench::wrk_installed() {
+        return;
+    }
+    let before = std::fs::read_to_string(MIGRATE).unwrap_or_default();
+    if std::fs::write(MIGRATE, "1").is_err() {
+        eprintln!(
+            "!!! SKIPPED: cannot set {MIGRATE} (needs root); the upgrade under load is not checked"
+        );
+        return;
+    }
+    let restore = Restore(MIGRATE, before);
+
+    let config = crate::support::spinning_hostile("reuse_port = true", "");
+    let mut old = Gateway::start(&config);
+    let addr = old.addr;
+    let keep_alive = wrk(&["-t1", "-c8", "-d6s"], addr, "/h/ok");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let per_request: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut ok, mut failed) = (0u64, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match std::panic::catch_unwind(|| get(addr, "/h/ok").status) {
+                        Ok(200) => ok += 1,
+                        Ok(status) => failed.push(format!("status {status}")),
+                        Err(_) => failed.push("refused, reset or cut off".to_owned()),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut new = Gateway::start_with(&config, &["--listen", &addr.to_string()], &[]);
+    std::thread::sleep(Duration::from_millis(1000));
+    old.signal(Signal::TERM);
+    assert_eq!(old.wait(Duration::from_secs(30)).and_then(|s| s.code()), Some(0));
+    let text = wrk_result(keep_alive);
+    assert!(!text.contains("Non-2xx"), "{text}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut ok, mut failed) = (0, Vec::new());
+    for thread in per_request {
+        let (o, f) = thread.join().unwrap();
+        ok += o;
+        failed.extend(f);
+    }
+    new.stop();
+    drop(restore);
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests on their own connection failed: {:?}",
+        failed.len(),
+        ok,
+        &failed[..failed.len().min(5)]
+    );
+    assert!(ok > 100, "the load ran: {ok} requests on their own connection\n{text}");
+    eprintln!("upgrade under load: {ok} requests on their own connection; wrk:\n{text}");
+}
+
+/// Puts a sysctl back as it was.
+struct Restore(&'static str, String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0, self.1.trim());
+    }
+}
+
 /// wrk drives the worker on 8 keep-alive connections while 100 reloads alternate two versions
 /// and 10 invalid ones are mixed in: wrk's Lua counts every answer that is not one of the two
 /// versions' (status and body), and its socket errors (connect, read, write, timeout) must be 0.
@@ -229,35 +309,45 @@ end
     )
     .unwrap();
     // Each wrk thread has its own Lua state: `done` adds up the threads' counts.
-    let wrk = std::process::Command::new("wrk")
-        .args(["-t1", "-c8", "-d20s", "--latency", "-s", lua.to_str().unwrap()])
-        .arg(format!("http://{}/w", gw.addr))
-        .output();
-    let wrk = std::thread::spawn(move || wrk);
+    let wrk = wrk(&["-t1", "-c8", "-d20s", "-s", lua.to_str().unwrap()], gw.addr, "/w");
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
     reload_storm(&gw, &module);
     assert!(started.elapsed() < Duration::from_secs(19), "wrk ended before the reloads did");
-    let out = wrk.join().unwrap().expect("running wrk");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "wrk failed: {text}");
+    let text = wrk_result(wrk);
     assert!(text.contains("BAD 0\n"), "wrong or failed answers:\n{text}");
-    assert!(!text.contains("Socket errors"), "{text}");
-    let requests: u64 = text
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_suffix(" requests in")
-                .or_else(|| l.split(" requests in").next().filter(|_| l.contains(" requests in")))
-        })
-        .and_then(|n| n.trim().parse().ok())
-        .expect("wrk's request count");
-    assert!(requests > 1000, "the load ran: {text}");
     assert_eq!(answer(), v2, "the last version answers");
     assert_eq!(
         metric(&gw, "edgegate_config_generation ").as_deref(),
         Some("edgegate_config_generation 102")
     );
+}
+
+/// wrk on `path`, running in the background.
+fn wrk(
+    args: &[&str],
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> std::thread::JoinHandle<std::process::Output> {
+    let wrk =
+        std::process::Command::new("wrk").args(args).arg(format!("http://{addr}{path}")).output();
+    std::thread::spawn(move || wrk.expect("running wrk"))
+}
+
+/// wrk's report, once it has checked that wrk ran more than 1000 requests, with no socket
+/// error (connect, read, write, timeout).
+fn wrk_result(wrk: std::thread::JoinHandle<std::process::Output>) -> String {
+    let out = wrk.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "wrk failed: {text}");
+    assert!(!text.contains("Socket errors"), "{text}");
+    let requests: u64 = text
+        .lines()
+        .find_map(|l| l.split_once(" requests in").map(|(n, _)| n.trim().to_owned()))
+        .and_then(|n| n.parse().ok())
+        .expect("wrk's request count");
+    assert!(requests > 1000, "the load ran: {text}");
+    text
 }
 
 /// 100 reloads alternating echo-json and json-transform (ending on json-transform), with an

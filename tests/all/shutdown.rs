@@ -1,12 +1,13 @@
 //! Graceful shutdown: on SIGTERM or SIGINT the gateway stops accepting, finishes what is in
 //! flight, and exits 0.
 
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use rustix::process::Signal;
 
-use crate::support::{Gateway, get, spinning_hostile};
+use crate::support::{Gateway, get, read_reply, spinning_hostile};
 
 fn config() -> String {
     spinning_hostile("", "")
@@ -53,5 +54,60 @@ fn a_signal_right_after_startup_still_exits_0() {
         gw.signal(signal);
         let status = gw.wait(Duration::from_secs(30)).expect("exits on the signal");
         assert_eq!(status.code(), Some(0), "after {signal:?}");
+    }
+}
+
+/// A connection accepted just before the drain whose request has not arrived yet, and a
+/// keep-alive connection between two requests, are not closed under the client: the next
+/// request on each is answered, with `Connection: close`, and then the connection closes.
+#[test]
+fn a_drain_answers_the_next_request_on_a_fresh_or_keep_alive_connection() {
+    let mut gw = Gateway::start(&config());
+    let addr = gw.addr;
+    let request = b"GET /h/ok HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let mut fresh = TcpStream::connect(addr).unwrap();
+    let mut kept = TcpStream::connect(addr).unwrap();
+    for stream in [&fresh, &kept] {
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    }
+    kept.write_all(request).unwrap();
+    let first = read_one(&mut kept);
+    assert!(first.starts_with("http/1.1 200") && !first.contains("connection: close"), "{first}");
+    // Both connections were accepted before the signal.
+    std::thread::sleep(Duration::from_millis(200));
+    gw.signal(Signal::TERM);
+    std::thread::sleep(Duration::from_millis(300));
+
+    for (name, stream) in [("fresh", &mut fresh), ("keep-alive", &mut kept)] {
+        stream.write_all(request).unwrap();
+        let reply = read_reply(stream);
+        assert_eq!(reply.status, 200, "{name}");
+        assert_eq!(reply.header("connection"), Some("close"), "{name}");
+    }
+    let status = gw.wait(Duration::from_secs(30)).expect("exits after draining");
+    assert_eq!(status.code(), Some(0));
+}
+
+/// One response on a keep-alive connection: its head and `Content-Length` bytes of body.
+fn read_one(stream: &mut TcpStream) -> String {
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&raw));
+        raw.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned)
+                })
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .expect("a Content-Length");
+            if body.len() >= length {
+                return text.to_ascii_lowercase();
+            }
+        }
     }
 }

@@ -17,7 +17,17 @@
 //!  any: no request in flight for idle_timeout ─▶ graceful shutdown (h1: close; h2: GOAWAY,
 //!       then close), and closed if it still stands GRACE later
 //!  any: the socket took no byte of a waiting write for idle_timeout: closed
+//!
+//!  draining (shutdown): h2, or a request in flight ─▶ graceful shutdown at once (GOAWAY; the
+//!       request in flight finishes, then HTTP/1.1 closes)
+//!  draining, HTTP/1.1 (or not yet known) with nothing in flight ─▶ graceful shutdown once it
+//!       has had no request for DRAIN_LINGER; a request that comes first is answered with
+//!       `Connection: close`
 //! ```
+//!
+//! The linger is for connections the client is about to use: one accepted just before the
+//! drain whose request is still on its way, or a keep-alive connection between two requests.
+//! Closing those at once would reset a request the client had already sent.
 //!
 //! A request is in flight from the moment hyper hands it over until its response body is
 //! sent or dropped. hyper's own h2 keep-alive PINGs (`h2_keepalive_interval`) close a
@@ -38,6 +48,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// How long a connection may stay open after the watchdog asked it to shut down gracefully
 /// with nothing in flight: hyper closes it at once, so this is a backstop.
 const GRACE: Duration = Duration::from_secs(1);
+
+/// How long a draining HTTP/1.1 connection with nothing in flight is given to bring its next
+/// request, counted from its last request's end (or from accept).
+const DRAIN_LINGER: Duration = Duration::from_secs(1);
 
 /// The HTTP/2 connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -353,7 +367,7 @@ pub(crate) enum Action {
     /// stopped taking its response. The label is the `reason` of
     /// `edgegate_connections_closed_total`.
     Close(&'static str),
-    /// Shut it down gracefully: nothing is in flight.
+    /// Shut it down gracefully: nothing is in flight, or the gateway drains.
     Shutdown(&'static str),
 }
 
@@ -363,6 +377,8 @@ pub(crate) struct Watchdog {
     state: Arc<ConnState>,
     timeouts: Timeouts,
     shut_down_at: Option<Instant>,
+    /// When the gateway began to drain, if it has.
+    drain_from: Option<Instant>,
 }
 
 /// The watchdog's verdict at one moment.
@@ -373,7 +389,24 @@ enum Verdict {
 
 impl Watchdog {
     pub(crate) fn new(state: Arc<ConnState>, timeouts: Timeouts) -> Self {
-        Self { state, timeouts, shut_down_at: None }
+        Self { state, timeouts, shut_down_at: None, drain_from: None }
+    }
+
+    /// The gateway drains: the connection is shut down gracefully, at once or after the
+    /// linger (see the module documentation).
+    pub(crate) fn drain(&mut self) {
+        self.drain_from.get_or_insert_with(Instant::now);
+    }
+
+    /// When a draining connection is shut down.
+    fn drain_deadline(&self, from: Instant) -> Instant {
+        let state = &self.state;
+        if matches!(state.phase(), Phase::Preface | Phase::H2)
+            || state.in_flight.load(Ordering::Relaxed) > 0
+        {
+            return from;
+        }
+        state.at(state.idle_since.load(Ordering::Relaxed)) + DRAIN_LINGER
     }
 
     /// Waits until something must be done, and says what.
@@ -402,6 +435,14 @@ impl Watchdog {
         let mut next = now + self.timeouts.idle;
         if state.phase() != Phase::Http1 {
             next = next.min(now + self.timeouts.header_read);
+        }
+        if let (Some(from), None) = (self.drain_from, self.shut_down_at) {
+            let deadline = self.drain_deadline(from);
+            if now >= deadline {
+                self.shut_down_at = Some(now);
+                return Verdict::Due(Action::Shutdown("drain"));
+            }
+            next = next.min(deadline);
         }
         if !state.phase().handshaken() {
             let deadline = state.accepted + self.timeouts.handshake;
@@ -605,5 +646,39 @@ mod tests {
             dog.verdict(start + Duration::from_secs(6)),
             Verdict::Due(Action::Close("header_timeout"))
         ));
+    }
+
+    #[test]
+    fn a_drain_shuts_down_busy_and_h2_connections_at_once_and_idle_http1_after_the_linger() {
+        let drained = |state: &Arc<ConnState>, now: Instant| {
+            let mut dog = Watchdog::new(state.clone(), timeouts());
+            dog.drain_from = Some(now);
+            dog.verdict(now)
+        };
+        let is_drain =
+            |verdict: Verdict| matches!(verdict, Verdict::Due(Action::Shutdown("drain")));
+
+        let settings = frame(0x4, 0, &[]);
+        let h2 = feed(&[PREFACE, &settings]);
+        assert!(is_drain(drained(&h2, h2.accepted)), "h2: GOAWAY at once");
+
+        let busy = feed(&[b"GET / HTTP/1.1\r\n"]);
+        let request = InFlight::enter(&busy);
+        assert!(is_drain(drained(&busy, busy.accepted)), "in flight: finish it, then close");
+
+        // A connection whose request is still on its way, and one between two requests, get
+        // the linger; one idle for longer is shut down at once.
+        let fresh = feed(&[]);
+        let start = fresh.accepted;
+        assert!(matches!(drained(&fresh, start), Verdict::Wait(t) if t == start + DRAIN_LINGER));
+        let mut dog = Watchdog::new(fresh.clone(), timeouts());
+        dog.drain();
+        assert!(is_drain(dog.verdict(start + DRAIN_LINGER)));
+        assert!(!is_drain(dog.verdict(start + DRAIN_LINGER)), "once");
+
+        drop(request);
+        let ended = busy.at(busy.idle_since.load(Ordering::Relaxed));
+        assert!(matches!(drained(&busy, ended), Verdict::Wait(t) if t == ended + DRAIN_LINGER));
+        assert!(is_drain(drained(&busy, ended + DRAIN_LINGER)));
     }
 }

@@ -6,7 +6,9 @@
 //!      │         watchdog: handshake, h2 header block, idle (crate::connection)
 //!      │                               └─▶ Gateway::handle per request
 //!   shutdown signal ─▶ stop accepting ─▶ /healthz says draining ─▶ finish in-flight requests
-//!                      (idle keep-alive connections close)        (at most shutdown_timeout)
+//!                      (h2: GOAWAY; HTTP/1.1: the next answer     (at most shutdown_timeout)
+//!                       says Connection: close, idle ones close
+//!                       after a short linger: crate::connection)
 //! ```
 
 use std::future::Future;
@@ -15,7 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use hyper::body::Incoming;
+use hyper::header::{CONNECTION, HeaderValue};
 use hyper::service::service_fn;
+use hyper::{Request, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -124,6 +129,7 @@ impl Server {
                 io: Watched::new(stream, state.clone()),
                 watchdog: Watchdog::new(state, timeouts),
                 drain: drain.subscribe(),
+                draining: draining.clone(),
                 conn,
             };
             tokio::spawn(async move {
@@ -196,6 +202,8 @@ struct Connection {
     io: Watched<TcpStream>,
     watchdog: Watchdog,
     drain: watch::Receiver<()>,
+    /// Set before `drain` changes: HTTP/1.1 answers from then on carry `Connection: close`.
+    draining: Arc<AtomicBool>,
     conn: ConnInfo,
 }
 
@@ -203,13 +211,19 @@ impl Connection {
     /// Serves requests until the client closes, the watchdog closes it, or the gateway
     /// drains.
     async fn serve(self) {
-        let Self { gateway, builder, io, mut watchdog, mut drain, conn } = self;
+        let Self { gateway, builder, io, mut watchdog, mut drain, draining, conn } = self;
         let state = io.state().clone();
-        let service = service_fn(move |request| {
+        let service = service_fn(move |request: Request<Incoming>| {
             let in_flight = InFlight::enter(&state);
             let gateway = gateway.clone();
+            // A request that arrives while the gateway drains is answered, and its HTTP/1.1
+            // connection closed after it: the client reconnects to a process that stays.
+            let close = request.version() < Version::HTTP_2 && draining.load(Ordering::Relaxed);
             async move {
-                let response = gateway.handle(request, conn).await;
+                let mut response = gateway.handle(request, conn).await;
+                if close {
+                    response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+                }
                 Ok::<_, std::convert::Infallible>(
                     response.map(|body| Tracked::new(body, in_flight)),
                 )
@@ -239,7 +253,7 @@ impl Connection {
                 changed = drain.changed(), if !draining => {
                     draining = true;
                     if changed.is_ok() {
-                        connection.as_mut().graceful_shutdown();
+                        watchdog.drain();
                     }
                 }
             }
