@@ -108,9 +108,18 @@ fn every_runtime_gives_the_same_answers_and_is_measured_and_reported() {
             assert_eq!(run["gc"]["count"].is_u64(), name == "node", "{name}: {run}");
         }
     }
-    // edgegate's extra starts: nothing compiled, all cached, one new module version, and
-    // the catalog.
-    assert_eq!(runtime(&results, "edgegate")["cold_start"].as_array().unwrap().len(), 4);
+    // edgegate's extra starts: nothing compiled, all cached, one new module version, its
+    // hot-swap twins (five swaps: the reload to the first answer, and that answer over the
+    // steady p50), and the catalog.
+    let starts = runtime(&results, "edgegate")["cold_start"].as_array().unwrap().clone();
+    assert_eq!(starts.len(), 6, "{starts:?}");
+    for (start, what) in starts[3..5].iter().zip(["POST /reload", "over the steady p50"]) {
+        assert!(start["what"].as_str().unwrap().contains(what), "{start}");
+        let rounds = start["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 5, "{start}");
+    }
+    // A reload compiles the new version: it takes more than the steady answer it replaces.
+    assert!(starts[3]["ms"].as_f64().unwrap() > 1.0, "{}", starts[3]);
 
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("each run is 3 slices per runtime"), "{report}");

@@ -32,6 +32,7 @@ use crate::workload::{Expect, Fixtures, Workload};
 
 pub mod capacity;
 mod cross_check;
+mod hot_swap;
 mod plan;
 mod saturation;
 mod slices;
@@ -357,7 +358,8 @@ impl<F: Fn(String)> Lab<'_, F> {
 
     /// Starts the runtime once to warm the page cache, then [`Plan::starts`] times (the start
     /// reported for every runtime, with its resident memory after each); edgegate also once
-    /// with an empty module cache and once after a new version of one module. These starts
+    /// with an empty module cache and once after a new version of one module, followed by its
+    /// hot swaps to newer versions (`POST /reload`, [`hot_swap`]). These starts
     /// load no json-transform catalog, so that they time the runtime; the last start, with the
     /// catalog, is reported on its own. Returns that server, still running.
     fn cold_starts(
@@ -401,6 +403,7 @@ impl<F: Fn(String)> Lab<'_, F> {
             let server = start()?;
             let what = "start after a new echo-json version (it compiles, the rest are cached)";
             result.cold_start.push(once(what, &server));
+            result.cold_start.extend(self.hot_swaps(prepared, &server, probe)?);
             server.stop();
         }
         prepared.write_catalog(&self.fixtures.catalog)?;

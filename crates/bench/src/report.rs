@@ -205,7 +205,7 @@ impl Results {
         }
         let _ = writeln!(
             w,
-            "\n## Cold start\n\nFrom spawning the process to its first correct answer, after one start to bring its files into the page cache; the median of the starts [min–max] when repeated.\n"
+            "\n## Cold start\n\nFrom spawning the process to its first correct answer, after one start to bring its files into the page cache; the median of the starts [min–max] when repeated. edgegate's hot-swap rows are the twin of its start after a new version: from `POST /reload` (which compiles the new version) to the first answer, and that first answer's time less the steady p50 of the same request just before the swap.\n"
         );
         let _ = writeln!(w, "| runtime | start | ms | starts |\n|---|---|---|---|");
         for r in self.measured() {

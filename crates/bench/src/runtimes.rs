@@ -240,7 +240,7 @@ impl Environment {
                         "--listen".as_ref(),
                         "127.0.0.1:{port}".as_ref(),
                         "--admin".as_ref(),
-                        "127.0.0.1:0".as_ref(),
+                        "127.0.0.1:{admin}".as_ref(),
                     ]),
                     env: [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat(),
                     log,
@@ -414,6 +414,8 @@ pub struct Server {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where its admin listener is (edgegate's), for `POST /reload`.
+    pub admin: Option<SocketAddr>,
     /// From spawning the process to its first correct answer.
     pub started_in: Duration,
 }
@@ -505,7 +507,11 @@ impl Prepared {
         timeout: Duration,
     ) -> anyhow::Result<Server> {
         let port = free_port()?.to_string();
-        let fill = |s: &OsString| OsString::from(s.to_string_lossy().replace("{port}", &port));
+        let admin_port = free_port()?.to_string();
+        let fill = |s: &OsString| {
+            let s = s.to_string_lossy();
+            OsString::from(s.replace("{port}", &port).replace("{admin}", &admin_port))
+        };
         let log = fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         let mut command = Command::new(&self.program);
         command
@@ -515,9 +521,14 @@ impl Prepared {
             .stdout(log.try_clone()?)
             .stderr(log);
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        Server::start(&mut command, addr, cpus, probe, timeout).with_context(|| {
-            format!("starting {} (its log: {})", self.runtime.name(), self.log.display())
-        })
+        let mut server =
+            Server::start(&mut command, addr, cpus, probe, timeout).with_context(|| {
+                format!("starting {} (its log: {})", self.runtime.name(), self.log.display())
+            })?;
+        if self.args.iter().any(|a| a.to_string_lossy().contains("{admin}")) {
+            server.admin = Some(format!("127.0.0.1:{admin_port}").parse()?);
+        }
+        Ok(server)
     }
 }
 
@@ -533,7 +544,7 @@ impl Server {
     ) -> anyhow::Result<Self> {
         let started = Instant::now();
         let child = cpus.spawn_server(command)?;
-        let mut server = Server { child, addr, started_in: Duration::ZERO };
+        let mut server = Server { child, addr, admin: None, started_in: Duration::ZERO };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         loop {
             if let Ok((200, _)) = runtime.block_on(request_once(addr, probe)) {
@@ -568,8 +579,12 @@ mod tests {
     #[test]
     fn a_paused_server_takes_no_cpu_until_it_resumes() {
         let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
-        let server =
-            Server { child, addr: "127.0.0.1:9".parse().unwrap(), started_in: Duration::ZERO };
+        let server = Server {
+            child,
+            addr: "127.0.0.1:9".parse().unwrap(),
+            admin: None,
+            started_in: Duration::ZERO,
+        };
         let cpu = || crate::procfs::sample(server.pid()).unwrap().cpu;
         std::thread::sleep(Duration::from_millis(100));
         server.pause();
