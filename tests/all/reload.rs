@@ -425,12 +425,15 @@ fn wrk_result(wrk: std::thread::JoinHandle<std::process::Output>) -> String {
 }
 
 /// 100 reloads alternating echo-json and json-transform (ending on json-transform), with an
-/// invalid one (a module that is not Wasm) before every tenth.
+/// invalid one before every tenth: a module that is not Wasm, or one with an unknown import,
+/// in turn.
 fn reload_storm(gw: &Gateway, module: &Path) {
+    let unknown_import = std::fs::read(edgegate_guests::UNKNOWN_IMPORT).unwrap();
     for i in 0..100 {
         if i % 10 == 9 {
-            deploy(module, b"not wasm");
-            assert_eq!(reload(gw, None).status, 422);
+            deploy(module, if i % 20 == 9 { b"not wasm" } else { &unknown_import });
+            let reply = reload(gw, None);
+            assert_eq!(reply.status, 422, "{}", reply.text());
         }
         let wasm =
             if i % 2 == 0 { edgegate_guests::ECHO_JSON } else { edgegate_guests::JSON_TRANSFORM };

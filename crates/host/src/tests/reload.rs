@@ -211,11 +211,12 @@ async fn under_load_reloads_lose_no_request() {
     let (mut good, mut bad) = (0, 0);
     for i in 0..100 {
         if i % 10 == 9 {
-            // Every tenth is preceded by an invalid one: bad TOML, or a module that does not compile.
-            if i % 2 == 0 {
-                std::fs::write(site.config(), "[workers.w\n").unwrap();
-            } else {
-                site.deploy(b"not wasm");
+            // Every tenth is preceded by an invalid one: bad TOML, a module that does not
+            // compile, or one with an unknown import, in turn.
+            match i / 10 % 3 {
+                0 => std::fs::write(site.config(), "[workers.w\n").unwrap(),
+                1 => site.deploy(b"not wasm"),
+                _ => site.deploy(&std::fs::read(edgegate_guests::UNKNOWN_IMPORT).unwrap()),
             }
             assert!(gateway.reload().await.is_err());
             bad += 1;
