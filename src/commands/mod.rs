@@ -70,11 +70,18 @@ const DEMO_CONFIG: &str = include_str!("../demo.toml");
 impl ConfigArgs {
     /// Reads and checks the configuration, or the demo one.
     fn load(&self) -> anyhow::Result<Loaded> {
+        self.load_with("")
+    }
+
+    /// Reads and checks the configuration, or the demo one with `demo_extra` (TOML tables)
+    /// added at its end.
+    fn load_with(&self, demo_extra: &str) -> anyhow::Result<Loaded> {
         match &self.config {
             Some(path) => Ok(Loaded::from_file(path)?),
             None => {
                 let cwd = std::env::current_dir().context("reading the current directory")?;
-                let mut loaded = Loaded::from_text(DEMO_CONFIG, "<built-in demo>", cwd)?;
+                let text = format!("{DEMO_CONFIG}{demo_extra}");
+                let mut loaded = Loaded::from_text(&text, "<built-in demo>", cwd)?;
                 // The demo's secret has a published default, so the demo runs as it is.
                 loaded.env_defaults.insert(
                     edgegate_host::demo::SECRET_ENV.into(),

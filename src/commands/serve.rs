@@ -25,13 +25,22 @@ pub struct ServeCommand {
     /// `POST /reload` do).
     #[arg(long)]
     watch: bool,
+    /// Serve the bundled demo over TLS too, on 127.0.0.1:8443, with a certificate for
+    /// localhost made now by a certificate authority made now; the authority's certificate
+    /// is written to the cache directory for `curl --cacert`. Only with the demo.
+    #[arg(long, conflicts_with = "config")]
+    demo_tls: bool,
 }
 
 impl ServeCommand {
     /// Loads the workers, binds, prints the bound addresses, serves until SIGINT or SIGTERM,
     /// drains, and returns.
     pub fn execute(self) -> anyhow::Result<()> {
-        let loaded = self.config.load()?;
+        let demo_ca = if self.demo_tls { Some(demo_tls()?) } else { None };
+        let loaded = match &demo_ca {
+            Some(demo) => self.config.load_with(&demo.table)?,
+            None => self.config.load()?,
+        };
         if self.config.config.is_none() {
             tracing::info!("no --config given: serving the bundled demo (POST JSON to /echo)");
         }
@@ -59,7 +68,13 @@ impl ServeCommand {
             };
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "listening on http://{}", server.local_addr()?)?;
+            if let Some(tls) = server.tls_addr() {
+                writeln!(stdout, "tls on https://{}", tls?)?;
+            }
             writeln!(stdout, "admin on http://{}", server.admin_addr()?)?;
+            if let Some(demo) = &demo_ca {
+                writeln!(stdout, "demo CA: {} (curl --cacert it)", demo.ca.display())?;
+            }
             if self.config.config.is_none() {
                 print_demo_tokens(&mut stdout, &loaded)?;
             }
@@ -83,4 +98,33 @@ fn print_demo_tokens(out: &mut impl Write, loaded: &Loaded) -> anyhow::Result<()
         writeln!(out, "demo token for {audience}: {token}")?;
     }
     Ok(())
+}
+
+/// The demo's TLS: where its authority's certificate was written, and the `[server.tls]`
+/// table that serves its certificate.
+struct DemoTls {
+    ca: std::path::PathBuf,
+    table: String,
+}
+
+/// Makes a certificate authority and a certificate for localhost (and 127.0.0.1, ::1), and
+/// writes them under the cache directory (`~/.cache/edgegate/demo-tls`).
+fn demo_tls() -> anyhow::Result<DemoTls> {
+    let dir = edgegate_runtime::ModuleCache::default_dir()
+        .and_then(|modules| Some(modules.parent()?.join("demo-tls")))
+        .context("no cache directory: set HOME or XDG_CACHE_HOME")?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let authority = edgegate_host::demo_tls::Authority::new("edgegate demo CA")?;
+    let issued = authority.issue(&["localhost", "127.0.0.1", "::1"])?;
+    let (cert, key) = issued
+        .write(&dir, "localhost")
+        .with_context(|| format!("writing into {}", dir.display()))?;
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, authority.pem()).with_context(|| format!("writing {}", ca.display()))?;
+    let table = format!(
+        "\n[server.tls]\ncertificates = [{{ cert = {:?}, key = {:?} }}]\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    Ok(DemoTls { ca, table })
 }

@@ -16,4 +16,5 @@ mod reload;
 mod requests;
 mod shutdown;
 mod support;
+mod tls;
 mod toolchain;

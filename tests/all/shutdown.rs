@@ -1,13 +1,13 @@
 //! Graceful shutdown: on SIGTERM or SIGINT the gateway stops accepting, finishes what is in
 //! flight, and exits 0.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
 use rustix::process::Signal;
 
-use crate::support::{Gateway, get, read_reply, spinning_hostile};
+use crate::support::{Gateway, get, read_one, read_reply, spinning_hostile};
 
 fn config() -> String {
     spinning_hostile("", "")
@@ -86,28 +86,4 @@ fn a_drain_answers_the_next_request_on_a_fresh_or_keep_alive_connection() {
     }
     let status = gw.wait(Duration::from_secs(30)).expect("exits after draining");
     assert_eq!(status.code(), Some(0));
-}
-
-/// One response on a keep-alive connection: its head and `Content-Length` bytes of body.
-fn read_one(stream: &mut TcpStream) -> String {
-    let mut raw = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&raw));
-        raw.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned)
-                })
-                .and_then(|n| n.trim().parse::<usize>().ok())
-                .expect("a Content-Length");
-            if body.len() >= length {
-                return text.to_ascii_lowercase();
-            }
-        }
-    }
 }

@@ -21,6 +21,8 @@ pub struct Gateway {
     child: Child,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
+    /// The TLS listener, with `[server.tls]`.
+    pub tls: Option<SocketAddr>,
     stderr: Option<JoinHandle<String>>,
     stdout: mpsc::Receiver<String>,
     _dir: tempfile::TempDir,
@@ -130,6 +132,7 @@ impl Gateway {
             child,
             addr: unbound(),
             admin: unbound(),
+            tls: None,
             stderr: Some(stderr),
             stdout: rx,
             _dir: dir,
@@ -145,9 +148,16 @@ impl Gateway {
                 gateway.addr = addr.parse().unwrap();
             } else if let Some(addr) = line.strip_prefix("admin on http://") {
                 gateway.admin = addr.parse().unwrap();
+            } else if let Some(addr) = line.strip_prefix("tls on https://") {
+                gateway.tls = Some(addr.parse().unwrap());
             }
         }
         gateway
+    }
+
+    /// The next line `serve` prints after its addresses, if one comes within `timeout`.
+    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+        self.stdout.recv_timeout(timeout).ok()
     }
 
     /// The demo's tokens, by audience, as `serve` prints them after its addresses.
@@ -398,4 +408,27 @@ pub fn serve_http(answer: impl Fn(Seen, Vec<u8>) -> Vec<u8> + Send + Sync + 'sta
         }
     });
     addr
+}
+
+/// One response on a connection that stays open: its head and `Content-Length` bytes of body,
+/// lower-cased.
+pub fn read_one(stream: &mut impl Read) -> String {
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&raw));
+        raw.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .expect("a Content-Length");
+            if body.len() >= length {
+                return text;
+            }
+        }
+    }
 }

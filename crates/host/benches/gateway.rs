@@ -120,7 +120,7 @@ fn bench(c: &mut Criterion) {
         let loaded = Loaded::from_text(&text, "bench.toml", PathBuf::new()).unwrap();
         Gateway::build(&loaded, edgegate_guests::BUILTIN).await.unwrap()
     });
-    let conn = ConnInfo { peer: "127.0.0.1:50000".parse().unwrap(), tls: false };
+    let conn = ConnInfo { peer: "127.0.0.1:50000".parse().unwrap(), tls: None };
     let claims =
         serde_json::json!({"sub": "ada", "aud": "service-a", "scope": "read", "exp": now() + 3600});
     let run = |path: &str, token: Option<&str>, body: &'static [u8]| {

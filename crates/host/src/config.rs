@@ -23,6 +23,7 @@ mod kv;
 mod route;
 mod runtime;
 mod server;
+mod tls;
 mod upstream;
 mod worker;
 
@@ -34,6 +35,7 @@ pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
 pub use route::{RespondConfig, RouteConfig};
 pub use runtime::RuntimeSection;
 pub use server::ServerConfig;
+pub use tls::{CertificateConfig, ClientAuthConfig, TlsConfig, TlsVersion};
 pub use upstream::{DEMO_ORIGIN, FetchSection, UpstreamConfig};
 pub use worker::{WorkerConfig, WorkerLimits};
 

@@ -243,11 +243,6 @@ impl<S> Watched<S> {
     pub(crate) fn new(inner: S, state: Arc<ConnState>) -> Self {
         Self { inner, state, sniff: Sniff::Preface(0) }
     }
-
-    /// What this socket tells the watchdog.
-    pub(crate) fn state(&self) -> &Arc<ConnState> {
-        &self.state
-    }
 }
 
 impl Sniff {

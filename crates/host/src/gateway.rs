@@ -83,6 +83,9 @@ pub struct Gateway {
     runtime: Runtime,
     /// What a reload needs that no request does; held while one runs, so reloads take turns.
     reloads: tokio::sync::Mutex<reload::Reloads>,
+    /// TLS session cache and ticket keys, kept across reloads so sessions stay resumable;
+    /// with `[server.tls]` only.
+    sessions: Option<crate::tls::Sessions>,
 }
 
 /// One version of the configuration, whole: workers loaded, routes compiled, upstream pools
@@ -102,6 +105,8 @@ pub(crate) struct Snapshot {
     /// The KV namespaces, shared with the snapshots before and after it while `[kv]` is
     /// unchanged.
     kv: Arc<build::Kv>,
+    /// The TLS listener's configuration: certificates, versions, client authorities.
+    tls: Option<Arc<rustls::ServerConfig>>,
     /// JWKS refreshers and demo origins, stopped when the last request on this snapshot ends.
     _background: Background,
 }
@@ -155,6 +160,11 @@ impl Gateway {
     /// The server settings in force.
     pub fn server(&self) -> ServerConfig {
         self.current.load().server.clone()
+    }
+
+    /// The TLS configuration a connection accepted now is handshaken with.
+    pub(crate) fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.current.load().tls.clone()
     }
 
     /// Every worker the current snapshot serves, by name, in name order.
@@ -237,6 +247,7 @@ impl Gateway {
             method: &method,
             path: uri.path(),
             logged: &logged,
+            conn,
             status,
             elapsed,
             error: error.as_ref(),
@@ -293,7 +304,7 @@ impl Gateway {
             uri: parts.uri,
             headers: parts.headers,
             body,
-            tls: conn.tls,
+            tls: conn.tls.is_some(),
         };
         // The slot is held while the guest runs, not while an upstream answers.
         let outcome = {
@@ -424,6 +435,7 @@ struct Access<'a> {
     method: &'a http::Method,
     path: &'a str,
     logged: &'a Logged<'a>,
+    conn: ConnInfo,
     status: u16,
     elapsed: Duration,
     error: Option<&'a RequestError>,
@@ -438,6 +450,7 @@ fn access_log(access: &Access<'_>) {
     let worker = logged.worker.unwrap_or("-");
     let digest = logged.digest.unwrap_or("-");
     let upstream = logged.upstream.unwrap_or("-");
+    let (tls, alpn) = access.conn.tls.map_or(("-", "-"), |t| (t.version, t.alpn));
     let duration_us = access.elapsed.as_micros() as u64;
     let cpu_us = logged.usage.cpu.as_micros() as u64;
     let memory_peak = logged.usage.memory_peak;
@@ -457,6 +470,8 @@ fn access_log(access: &Access<'_>) {
                 worker,
                 digest,
                 upstream,
+                tls,
+                alpn,
                 status,
                 duration_us,
                 cpu_us,

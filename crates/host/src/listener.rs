@@ -23,13 +23,14 @@ use hyper::service::service_fn;
 use hyper::{Request, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Semaphore, watch};
 
 use crate::admin;
 use crate::config::ServerConfig;
 use crate::connection::{Action, ConnState, InFlight, Timeouts, Tracked, Watchdog, Watched};
 use crate::gateway::Gateway;
+use crate::handshake;
 use crate::upstream::ConnInfo;
 
 /// hyper's smallest read buffer.
@@ -40,14 +41,17 @@ const MIN_BUF_SIZE: u64 = 8192;
 pub struct Server {
     gateway: Arc<Gateway>,
     http: TcpListener,
+    /// The TLS listener, with `[server.tls]`.
+    tls: Option<TcpListener>,
     admin: TcpListener,
     /// SIGHUP, caught from binding on: each one reloads.
     hangup: tokio::signal::unix::Signal,
 }
 
 impl Server {
-    /// Binds the HTTP and admin listeners, and catches SIGHUP (which reloads once the server
-    /// runs): a SIGHUP that arrives before then must not kill the process.
+    /// Binds the HTTP, TLS (with `[server.tls]`) and admin listeners, and catches SIGHUP
+    /// (which reloads once the server runs): a SIGHUP that arrives before then must not kill
+    /// the process.
     pub async fn bind(
         gateway: Gateway,
         listen: SocketAddr,
@@ -55,10 +59,11 @@ impl Server {
     ) -> std::io::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
         let hangup = signal(SignalKind::hangup())?;
-        let reuse_port = gateway.server().reuse_port;
-        let http = bind(listen, reuse_port)?;
-        let admin = bind(admin, reuse_port)?;
-        Ok(Self { gateway: Arc::new(gateway), http, admin, hangup })
+        let server = gateway.server();
+        let http = bind(listen, server.reuse_port)?;
+        let tls = server.tls.map(|tls| bind(tls.listen, server.reuse_port)).transpose()?;
+        let admin = bind(admin, server.reuse_port)?;
+        Ok(Self { gateway: Arc::new(gateway), http, tls, admin, hangup })
     }
 
     /// The gateway this server serves: what `reload` is called on.
@@ -69,6 +74,11 @@ impl Server {
     /// Where the HTTP listener is bound (useful after binding port 0).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.http.local_addr()
+    }
+
+    /// Where the TLS listener is bound, with `[server.tls]`.
+    pub fn tls_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.tls.as_ref().map(TcpListener::local_addr)
     }
 
     /// Where the admin listener is bound.
@@ -88,57 +98,34 @@ impl Server {
             admin::Token::from_env(),
         ));
         let hangups = tokio::spawn(reload_on_hangup(self.hangup, self.gateway.clone()));
-        let builder = Arc::new(builder(&server));
-        let timeouts = Timeouts {
-            handshake: server.handshake_timeout,
-            header_read: server.header_read_timeout,
-            idle: server.idle_timeout,
-        };
-
         // Every connection holds a receiver: a value sent tells them all to drain, and
         // `closed()` says when the last one has ended.
-        let (drain, _) = watch::channel(());
-        let connections = Arc::new(Semaphore::new(server.max_connections));
-        let mut shutdown = std::pin::pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                permit = connections.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => break,
-                },
-                () = &mut shutdown => break,
-            };
-            let (stream, peer) = tokio::select! {
-                accepted = self.http.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of file descriptors, most likely: back off instead of spinning.
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            let _ = stream.set_nodelay(true);
-            let conn = ConnInfo { peer, tls: false };
-            let state = ConnState::new();
-            let connection = Connection {
-                gateway: self.gateway.clone(),
-                builder: builder.clone(),
-                io: Watched::new(stream, state.clone()),
-                watchdog: Watchdog::new(state, timeouts),
-                drain: drain.subscribe(),
-                draining: draining.clone(),
-                conn,
-            };
-            tokio::spawn(async move {
-                connection.serve().await;
-                drop(permit);
-            });
+        let (drain, drain_receiver) = watch::channel(());
+        let accept = Arc::new(Accept {
+            gateway: self.gateway.clone(),
+            builders: Builders::new(&server),
+            timeouts: Timeouts {
+                handshake: server.handshake_timeout,
+                header_read: server.header_read_timeout,
+                idle: server.idle_timeout,
+            },
+            connections: Arc::new(Semaphore::new(server.max_connections)),
+            handshakes: Semaphore::new(server.tls.as_ref().map_or(1, |t| t.max_handshakes)),
+            drain: drain_receiver,
+            draining: draining.clone(),
+        });
+        let (stop, stopped) = watch::channel(false);
+        let mut loops = tokio::task::JoinSet::new();
+        loops.spawn(accept.clone().accept(self.http, false, stopped.clone()));
+        if let Some(tls) = self.tls {
+            loops.spawn(accept.clone().accept(tls, true, stopped));
         }
+        drop(accept);
+        shutdown.await;
+        let _ = stop.send(true);
+        // The loops end and close their listeners.
+        while loops.join_next().await.is_some() {}
 
-        drop(self.http);
         draining.store(true, Ordering::Relaxed);
         tracing::info!(timeout = ?server.shutdown_timeout, "shutting down: no longer accepting, draining in-flight requests");
         // Sending wakes every connection's receiver: each shuts down gracefully.
@@ -152,67 +139,92 @@ impl Server {
     }
 }
 
-/// A listening socket on `addr`; with `reuse_port`, one that other processes may bind too
-/// (the kernel spreads new connections across them).
-fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-    socket.set_reuseaddr(true)?;
-    if reuse_port {
-        socket.set_reuseport(true)?;
-    }
-    socket.bind(addr)?;
-    socket.listen(1024)
-}
-
-/// Reloads on each SIGHUP; the outcome is logged (and counted) by the reload.
-async fn reload_on_hangup(mut hangup: tokio::signal::unix::Signal, gateway: Arc<Gateway>) {
-    while hangup.recv().await.is_some() {
-        tracing::info!("SIGHUP received: reloading");
-        let _ = gateway.reload().await;
-    }
-}
-
-/// hyper's connection settings from `[server]`: HTTP/1.1 and h2c on one port, sniffed.
-fn builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    let mut http1 = builder.http1();
-    http1
-        .timer(TokioTimer::new())
-        .header_read_timeout(server.header_read_timeout)
-        .max_buf_size(server.max_header_bytes.bytes().max(MIN_BUF_SIZE) as usize);
-    // hyper keeps up to 100 headers on the stack; asking for another count moves them to
-    // the heap, so only do it when configured.
-    if server.max_headers != 100 {
-        http1.max_headers(server.max_headers);
-    }
-    let keepalive = Some(server.h2_keepalive_interval).filter(|i| !i.is_zero());
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(server.max_header_bytes.bytes()).unwrap_or(u32::MAX))
-        .keep_alive_interval(keepalive)
-        .keep_alive_timeout(server.h2_keepalive_timeout);
-    builder
-}
-
-/// One accepted client connection and everything it needs to be served.
-struct Connection {
+/// What every accepted connection needs, shared by the accept loops.
+struct Accept {
     gateway: Arc<Gateway>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
-    io: Watched<TcpStream>,
-    watchdog: Watchdog,
+    builders: Builders,
+    timeouts: Timeouts,
+    /// `max_connections` places, over both listeners.
+    connections: Arc<Semaphore>,
+    /// `server.tls.max_handshakes` places.
+    handshakes: Semaphore,
+    /// Cloned for each connection; see [`Server::run`].
     drain: watch::Receiver<()>,
     /// Set before `drain` changes: HTTP/1.1 answers from then on carry `Connection: close`.
     draining: Arc<AtomicBool>,
-    conn: ConnInfo,
 }
 
-impl Connection {
-    /// Serves requests until the client closes, the watchdog closes it, or the gateway
-    /// drains.
-    async fn serve(self) {
-        let Self { gateway, builder, io, mut watchdog, mut drain, draining, conn } = self;
-        let state = io.state().clone();
+impl Accept {
+    /// Accepts on `listener` (TLS or not) until `stop` changes.
+    async fn accept(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: bool,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        loop {
+            let permit = tokio::select! {
+                permit = self.connections.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+                _ = stop.changed() => break,
+            };
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors, most likely: back off instead of spinning.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                },
+                _ = stop.changed() => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let state = ConnState::new();
+            let drain = self.drain.clone();
+            let accept = self.clone();
+            tokio::spawn(async move {
+                if !tls {
+                    let conn = ConnInfo { peer, tls: None };
+                    accept.serve(stream, conn, state, drain, &accept.builders.auto).await;
+                } else if let Some(config) = accept.gateway.tls() {
+                    let deadline = tokio::time::Instant::now() + accept.timeouts.handshake;
+                    let handshaken =
+                        handshake::handshake(stream, config, &accept.handshakes, deadline).await;
+                    if let Some((stream, info)) = handshaken {
+                        // The protocol ALPN chose, not hyper-util's sniffing of the bytes.
+                        let builder = match info.alpn {
+                            "h2" => &accept.builders.h2,
+                            _ => &accept.builders.http1,
+                        };
+                        let conn = ConnInfo { peer, tls: Some(info) };
+                        accept.serve(stream, conn, state, drain, builder).await;
+                    }
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    /// Serves requests on one connection until the client closes, the watchdog closes it, or
+    /// the gateway drains.
+    async fn serve<S>(
+        &self,
+        io: S,
+        conn: ConnInfo,
+        state: Arc<ConnState>,
+        mut drain: watch::Receiver<()>,
+        builder: &auto::Builder<TokioExecutor>,
+    ) where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut watchdog = Watchdog::new(state.clone(), self.timeouts);
+        let io = Watched::new(io, state.clone());
+        let gateway = self.gateway.clone();
+        let draining = self.draining.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let in_flight = InFlight::enter(&state);
             let gateway = gateway.clone();
@@ -259,6 +271,67 @@ impl Connection {
             }
         }
     }
+}
+
+/// hyper's connection builders, one set of `[server]` settings: `auto` sniffs HTTP/1.1 from
+/// h2c on the plain port; behind TLS, ALPN has chosen, and `http1` or `h2` serves only that.
+struct Builders {
+    auto: auto::Builder<TokioExecutor>,
+    http1: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(server: &ServerConfig) -> Self {
+        let auto = builder(server);
+        Self { http1: auto.clone().http1_only(), h2: auto.clone().http2_only(), auto }
+    }
+}
+
+/// A listening socket on `addr`; with `reuse_port`, one that other processes may bind too
+/// (the kernel spreads new connections across them).
+fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Reloads on each SIGHUP; the outcome is logged (and counted) by the reload.
+async fn reload_on_hangup(mut hangup: tokio::signal::unix::Signal, gateway: Arc<Gateway>) {
+    while hangup.recv().await.is_some() {
+        tracing::info!("SIGHUP received: reloading");
+        let _ = gateway.reload().await;
+    }
+}
+
+/// hyper's connection settings from `[server]`: HTTP/1.1 and h2c on one port, sniffed.
+fn builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut http1 = builder.http1();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout)
+        .max_buf_size(server.max_header_bytes.bytes().max(MIN_BUF_SIZE) as usize);
+    // hyper keeps up to 100 headers on the stack; asking for another count moves them to
+    // the heap, so only do it when configured.
+    if server.max_headers != 100 {
+        http1.max_headers(server.max_headers);
+    }
+    let keepalive = Some(server.h2_keepalive_interval).filter(|i| !i.is_zero());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(server.max_header_bytes.bytes()).unwrap_or(u32::MAX))
+        .keep_alive_interval(keepalive)
+        .keep_alive_timeout(server.h2_keepalive_timeout)
+        .max_concurrent_streams(server.h2_max_concurrent_streams)
+        .initial_stream_window_size(server.h2_stream_window.bytes() as u32)
+        .initial_connection_window_size(server.h2_connection_window.bytes() as u32);
+    builder
 }
 
 /// Installs the SIGINT and SIGTERM handlers now, and returns a future that completes when

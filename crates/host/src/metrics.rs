@@ -128,7 +128,17 @@ const METRICS: &[(&str, Kind, &str)] = &[
     (
         "edgegate_connections_closed_total",
         Kind::Counter,
-        "Client connections the gateway closed for a timeout: handshake, header block or idle",
+        "Client connections the gateway closed: a timeout (handshake, header block, idle), a client that stopped reading, or a drain",
+    ),
+    (
+        "edgegate_tls_handshakes_total",
+        Kind::Counter,
+        "TLS handshakes completed, by version and ALPN protocol",
+    ),
+    (
+        "edgegate_tls_handshake_failures_total",
+        Kind::Counter,
+        "TLS handshakes that failed, by reason: timeout, plain_http, error",
     ),
     ("edgegate_upstream_in_flight", Kind::Level, "Requests waiting on an upstream"),
     (

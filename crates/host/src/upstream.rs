@@ -39,13 +39,39 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// Where a request came from, for the forwarding headers.
+/// Where a request came from, for the forwarding headers and the access log.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnInfo {
     /// The client's address.
     pub peer: SocketAddr,
-    /// Whether the client connected over TLS.
-    pub tls: bool,
+    /// What the client's TLS connection negotiated; `None` for plain HTTP.
+    pub tls: Option<TlsInfo>,
+}
+
+/// What a TLS handshake negotiated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// `TLSv1.2` or `TLSv1.3`.
+    pub version: &'static str,
+    /// The ALPN protocol: `h2`, `http/1.1`, or `-` when the client offered none.
+    pub alpn: &'static str,
+}
+
+impl TlsInfo {
+    /// What `connection` negotiated.
+    pub(crate) fn of(connection: &rustls::ServerConnection) -> Self {
+        let version = match connection.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            _ => "-",
+        };
+        let alpn = match connection.alpn_protocol() {
+            Some(b"h2") => "h2",
+            Some(b"http/1.1") => "http/1.1",
+            _ => "-",
+        };
+        Self { version, alpn }
+    }
 }
 
 /// Why an upstream could not be set up.
@@ -240,7 +266,7 @@ impl Upstream {
 /// sent under those names, and `Forwarded`, is replaced by what this gateway saw.
 fn set_forwarded(headers: &mut HeaderMap, conn: ConnInfo, host: Option<&str>, trusted: bool) {
     let peer = conn.peer.ip().to_string();
-    let proto = HeaderValue::from_static(if conn.tls { "https" } else { "http" });
+    let proto = HeaderValue::from_static(if conn.tls.is_some() { "https" } else { "http" });
     if trusted {
         let chain = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
             Some(earlier) => format!("{earlier}, {peer}"),
@@ -355,6 +381,7 @@ mod tests {
     }
 
     fn conn(tls: bool) -> ConnInfo {
+        let tls = tls.then_some(TlsInfo { version: "TLSv1.3", alpn: "h2" });
         ConnInfo { peer: "203.0.113.7:5555".parse().unwrap(), tls }
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::tls::TlsConfig;
 use super::{ConfigError, duration};
 use crate::path::{EscapedSlashes, PathRules};
 use crate::size::ByteSize;
@@ -15,6 +16,8 @@ use crate::size::ByteSize;
 pub struct ServerConfig {
     /// Address of the HTTP listener (HTTP/1.1 and h2c on one port). Default `127.0.0.1:8080`.
     pub listen: SocketAddr,
+    /// A TLS listener too (HTTP/1.1 and h2 by ALPN), when the table is present.
+    pub tls: Option<TlsConfig>,
     /// Address of the admin listener (`/healthz`, `/metrics`, `/reload`). Default
     /// `127.0.0.1:9090`.
     pub admin: SocketAddr,
@@ -61,6 +64,13 @@ pub struct ServerConfig {
     /// How long a PING may go unanswered before the h2 connection is closed. Default 10s.
     #[serde(deserialize_with = "duration")]
     pub h2_keepalive_timeout: Duration,
+    /// Streams an h2 client may have open at once on one connection. Default 100.
+    pub h2_max_concurrent_streams: u32,
+    /// The h2 flow-control window of each stream: how much of a request body the client
+    /// may send ahead of the worker reading it. Default 64KiB.
+    pub h2_stream_window: ByteSize,
+    /// The h2 flow-control window of a whole connection. Default 1MiB.
+    pub h2_connection_window: ByteSize,
     /// Time a client has to send a whole request body; past it, 408. Default 30s.
     #[serde(deserialize_with = "duration")]
     pub body_read_timeout: Duration,
@@ -94,6 +104,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            tls: None,
             admin: SocketAddr::from(([127, 0, 0, 1], 9090)),
             reuse_port: false,
             max_connections: 4096,
@@ -107,6 +118,9 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(60),
             h2_keepalive_interval: Duration::from_secs(30),
             h2_keepalive_timeout: Duration::from_secs(10),
+            h2_max_concurrent_streams: 100,
+            h2_stream_window: ByteSize(64 << 10),
+            h2_connection_window: ByteSize(1 << 20),
             body_read_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
             trust_forwarded: false,
@@ -150,6 +164,25 @@ pub(super) fn validate(s: &ServerConfig, file: &str) -> Result<(), ConfigError> 
         if timeout.is_zero() {
             return at(format!("server.{key}"), "must be longer than zero");
         }
+    }
+    if s.h2_max_concurrent_streams == 0 {
+        return at("server.h2_max_concurrent_streams".into(), "must be at least 1");
+    }
+    // RFC 9113 §6.9: a window is at most 2^31-1, and a connection's starts at 65535 and can
+    // only be raised.
+    for (key, window, least) in [
+        ("h2_stream_window", s.h2_stream_window, 1),
+        ("h2_connection_window", s.h2_connection_window, 65535),
+    ] {
+        if window.bytes() < least || window.bytes() > (1 << 31) - 1 {
+            return at(
+                format!("server.{key}"),
+                &format!("must be between {least} bytes and 2GiB - 1"),
+            );
+        }
+    }
+    if let Some(tls) = &s.tls {
+        super::tls::validate(tls, file)?;
     }
     Ok(())
 }

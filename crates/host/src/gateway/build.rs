@@ -66,7 +66,20 @@ impl Gateway {
             .map_err(|e| ConfigError::caused(&loaded.origin, "runtime", e))?;
         let opened = crate::kv::open(loaded, kv_mode).await?;
         let kv = Arc::new(Kv { namespaces: opened.namespaces, _tasks: Background(opened.tasks) });
-        let steps = Steps { runtime: &runtime, loaded, builtins, previous: None };
+        let sessions = match &config.server.tls {
+            Some(tls) => Some(
+                crate::tls::Sessions::new(tls.session_cache)
+                    .map_err(|e| ConfigError::caused(&loaded.origin, "server.tls", e))?,
+            ),
+            None => None,
+        };
+        let steps = Steps {
+            runtime: &runtime,
+            loaded,
+            builtins,
+            previous: None,
+            sessions: sessions.as_ref(),
+        };
         let snapshot = steps.snapshot(kv, 1).await?;
         super::reload::publish(None, &snapshot);
         Ok(Self {
@@ -77,6 +90,7 @@ impl Gateway {
             gauges: Gauges::register(config.server.max_concurrency),
             runtime,
             reloads: tokio::sync::Mutex::new(super::reload::Reloads { builtins }),
+            sessions,
         })
     }
 }
@@ -90,6 +104,8 @@ pub(super) struct Steps<'a> {
     /// The snapshot serving, on a reload: workers whose module and table are unchanged are
     /// not tried again.
     pub(super) previous: Option<&'a Snapshot>,
+    /// The gateway's TLS sessions, with `[server.tls]`.
+    pub(super) sessions: Option<&'a crate::tls::Sessions>,
 }
 
 impl Steps<'_> {
@@ -101,6 +117,7 @@ impl Steps<'_> {
         generation: u64,
     ) -> Result<Snapshot, ConfigError> {
         let mut background = Background::default();
+        let tls = self.load_certificates()?;
         let upstreams = self.open_upstreams(&mut background).await?;
         let fetch_pool = self.fetch_pool()?;
         let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
@@ -116,8 +133,18 @@ impl Steps<'_> {
             upstreams,
             workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
             kv,
+            tls,
             _background: background,
         })
+    }
+
+    /// The TLS listener's certificates and settings, each file read and checked.
+    fn load_certificates(&self) -> Result<Option<Arc<rustls::ServerConfig>>, ConfigError> {
+        let loaded = self.loaded;
+        let (Some(tls), Some(sessions)) = (&loaded.config.server.tls, self.sessions) else {
+            return Ok(None);
+        };
+        crate::tls::server_config(loaded, tls, sessions).map(Some)
     }
 
     /// Each `[upstreams.NAME]`'s pool (and the demo origin's listener where one is named).

@@ -107,6 +107,7 @@ impl Gateway {
             loaded: &loaded,
             builtins: reloads.builtins,
             previous: Some(&previous),
+            sessions: self.sessions.as_ref(),
         };
         let next = steps.snapshot(previous.kv.clone(), previous.generation + 1).await?;
         let changed: Vec<String> = next
@@ -163,6 +164,7 @@ pub(super) fn publish(previous: Option<&Snapshot>, next: &Snapshot) {
 /// (opened and seeded once).
 fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (&old.server, &new.server);
+    let tls = |s: &crate::config::ServerConfig| s.tls.clone();
     let fixed = [
         ("server.listen", a.listen != b.listen),
         ("server.admin", a.admin != b.admin),
@@ -177,6 +179,22 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         ("server.h2_keepalive_interval", a.h2_keepalive_interval != b.h2_keepalive_interval),
         ("server.h2_keepalive_timeout", a.h2_keepalive_timeout != b.h2_keepalive_timeout),
         ("server.shutdown_timeout", a.shutdown_timeout != b.shutdown_timeout),
+        (
+            "server.h2_max_concurrent_streams",
+            a.h2_max_concurrent_streams != b.h2_max_concurrent_streams,
+        ),
+        ("server.h2_stream_window", a.h2_stream_window != b.h2_stream_window),
+        ("server.h2_connection_window", a.h2_connection_window != b.h2_connection_window),
+        ("server.tls", a.tls.is_some() != b.tls.is_some()),
+        ("server.tls.listen", tls(a).map(|t| t.listen) != tls(b).map(|t| t.listen)),
+        (
+            "server.tls.max_handshakes",
+            tls(a).map(|t| t.max_handshakes) != tls(b).map(|t| t.max_handshakes),
+        ),
+        (
+            "server.tls.session_cache",
+            tls(a).map(|t| t.session_cache) != tls(b).map(|t| t.session_cache),
+        ),
         ("runtime", old.runtime != new.runtime),
         ("kv", old.kv != new.kv),
     ];

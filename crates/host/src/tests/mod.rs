@@ -73,7 +73,7 @@ where
 
 /// A client on loopback.
 fn client() -> ConnInfo {
-    ConnInfo { peer: "127.0.0.1:40000".parse().unwrap(), tls: false }
+    ConnInfo { peer: "127.0.0.1:40000".parse().unwrap(), tls: None }
 }
 
 fn request(method: Method, path: &str, body: &str) -> Request<Full<Bytes>> {
