@@ -51,29 +51,34 @@ impl Authority {
         &self.pem
     }
 
-    /// A certificate for `names` (DNS names, `*.` wildcards, IP addresses), valid now.
+    /// A certificate for `names` (DNS names, `*.` wildcards, IP addresses), valid from
+    /// yesterday for a year: within the 398 days browsers accept.
     pub fn issue(&self, names: &[&str]) -> Result<Issued, rcgen::Error> {
-        self.issue_between(names, (2020, 1, 1), (4096, 1, 1))
+        let now = time::OffsetDateTime::now_utc();
+        self.issue_between(names, now - time::Duration::days(1), now + time::Duration::days(364))
     }
 
     /// A certificate for `names` that expired on the first of January 2021.
     pub fn issue_expired(&self, names: &[&str]) -> Result<Issued, rcgen::Error> {
-        self.issue_between(names, (2020, 1, 1), (2021, 1, 1))
+        let date = rcgen::date_time_ymd;
+        self.issue_between(names, date(2020, 1, 1), date(2021, 1, 1))
     }
 
     fn issue_between(
         &self,
         names: &[&str],
-        (y0, m0, d0): (i32, u8, u8),
-        (y1, m1, d1): (i32, u8, u8),
+        not_before: time::OffsetDateTime,
+        not_after: time::OffsetDateTime,
     ) -> Result<Issued, rcgen::Error> {
         let mut params =
             CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())?;
         let mut subject = DistinguishedName::new();
         subject.push(DnType::CommonName, names.first().copied().unwrap_or("edgegate"));
         params.distinguished_name = subject;
-        params.not_before = rcgen::date_time_ymd(y0, m0, d0);
-        params.not_after = rcgen::date_time_ymd(y1, m1, d1);
+        params.not_before = not_before;
+        params.not_after = not_after;
+        // Strict path builders (Python's `cryptography`, Go) want the issuer's key id.
+        params.use_authority_key_identifier_extension = true;
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Issued { cert_pem: format!("{}{}", cert.pem(), self.pem), key_pem: key.serialize_pem() })
