@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use edgegate_bench::affinity::{CpuPlan, available_cpus};
 use edgegate_bench::lab::{self, Plan};
-use edgegate_bench::runtimes::{Environment, Runtime, SECRET_ENV};
+use edgegate_bench::runtimes::{Environment, LabTls, Runtime, SECRET_ENV};
 use edgegate_bench::workload::{self, Workload};
 
 /// Run the benchmark lab: edgegate against Node.js, workerd and native Rust.
@@ -72,6 +72,12 @@ pub struct BenchCommand {
     /// `apt-get install wrk`) at about the first rate, and report how far the lab is from it.
     #[arg(long, value_name = "WRK", num_args = 0..=1, default_missing_value = "wrk")]
     cross_check: Option<PathBuf>,
+    /// Measure capacity over TLS too, on one certificate every runtime serves (edgegate,
+    /// Node.js's `node:https`, native Rust with rustls; workerd is not measured): keep-alive
+    /// connections, a connection with a resumed handshake per request, and one with a full
+    /// handshake per request.
+    #[arg(long, conflicts_with = "no_capacity")]
+    tls: bool,
     /// Write the image-resize test picture (a 1600×1200 JPEG) to FILE and exit.
     #[arg(long, value_name = "FILE")]
     write_image: Option<PathBuf>,
@@ -138,10 +144,13 @@ impl BenchCommand {
 
         let work = self.out.join("work");
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        let work = work.canonicalize()?;
+        plan.tls = self.tls;
         let env = Environment {
             edgegate: std::env::current_exe().context("finding the edgegate binary")?,
             node_dir: self.node_dir.clone().unwrap_or_else(default_node_dir),
-            work: work.canonicalize()?,
+            tls: if self.tls { Some(lab_certificate(&work)?) } else { None },
+            work,
         };
         let cpus = CpuPlan::new(&available_cpus().context("reading the CPU affinity")?, plan.pin);
         eprintln!(
@@ -167,6 +176,17 @@ impl BenchCommand {
     }
 }
 
+/// A certificate for localhost and the authority that issued it, written into `work/tls`.
+fn lab_certificate(work: &Path) -> anyhow::Result<LabTls> {
+    let dir = work.join("tls");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let authority = edgegate_host::demo_tls::Authority::new("edgegate lab CA")?;
+    let (cert, key) = authority.issue(&["localhost", "127.0.0.1"])?.write(&dir, "localhost")?;
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, authority.pem())?;
+    Ok(LabTls { cert, key, ca })
+}
+
 /// `bench/node` in the working directory, else the one in the source tree this binary was
 /// built from.
 fn default_node_dir() -> PathBuf {
@@ -190,6 +210,15 @@ pub struct BenchNativeCommand {
     /// The json-transform catalog: a KV seed file of SKU to product JSON.
     #[arg(long, value_name = "FILE")]
     catalog: PathBuf,
+    /// Serve TLS on this address too (rustls with ring, session tickets on).
+    #[arg(long, value_name = "ADDR", requires_all = ["tls_cert", "tls_key"])]
+    tls_listen: Option<SocketAddr>,
+    /// The TLS certificate chain (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS key (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 impl BenchNativeCommand {
@@ -198,8 +227,14 @@ impl BenchNativeCommand {
         let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| workload::SECRET.into());
         let profiles = read_seed(&self.profiles)?;
         let catalog = read_seed(&self.catalog)?;
+        let tls = match (self.tls_listen, &self.tls_cert, &self.tls_key) {
+            (Some(addr), Some(cert), Some(key)) => {
+                Some((addr, edgegate_bench::native::tls_config(cert, key)?))
+            }
+            _ => None,
+        };
         edgegate_bench::native::Native::new(secret.as_bytes(), profiles, catalog)?
-            .serve(self.listen)
+            .serve(self.listen, tls)
     }
 }
 

@@ -18,6 +18,9 @@ pub struct ServeCommand {
     /// prints it.
     #[arg(long, env = "EDGEGATE_LISTEN", value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// Address of the TLS listener; overrides `server.tls.listen` (with `[server.tls]`).
+    #[arg(long, env = "EDGEGATE_TLS_LISTEN", value_name = "ADDR")]
+    tls_listen: Option<SocketAddr>,
     /// Address of the admin listener (/healthz, /metrics); overrides `server.admin`.
     #[arg(long, env = "EDGEGATE_ADMIN", value_name = "ADDR")]
     admin: Option<SocketAddr>,
@@ -41,6 +44,10 @@ impl ServeCommand {
             Some(demo) => self.config.load_with(&demo.table)?,
             None => self.config.load()?,
         };
+        anyhow::ensure!(
+            self.tls_listen.is_none() || loaded.config.server.tls.is_some(),
+            "--tls-listen needs a [server.tls] table in the configuration"
+        );
         if self.config.config.is_none() {
             tracing::info!("no --config given: serving the bundled demo (POST JSON to /echo)");
         }
@@ -58,7 +65,7 @@ impl ServeCommand {
             // Before the gateway: its routes, workers and upstreams register their metrics.
             edgegate_host::metrics::install()?;
             let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN).await?;
-            let server = Server::bind(gateway, listen, admin)
+            let server = Server::bind(gateway, listen, admin, self.tls_listen)
                 .await
                 .with_context(|| format!("binding {listen} and {admin}"))?;
             let _watch = if self.watch {

@@ -317,7 +317,9 @@ mod capacity {
         }
         let templates: Arc<[RequestTemplate]> = Arc::from(vec![get()]);
         let workload = Workload::DbLookup;
-        capacity::measure(servers, workload, &templates, settings, cpus, work, &|_| ()).unwrap()
+        let reach = capacity::Reach::plain();
+        capacity::measure(servers, workload, &reach, &templates, settings, cpus, work, &|_| ())
+            .unwrap()
     }
 
     #[test]
@@ -400,5 +402,51 @@ mod capacity {
         // Stalled a fifth of the time, it answers about a fifth less.
         let stalled = verdict::compare(&rps(a), &rps(stalling), true);
         assert!(matches!(stalled, Verdict::First(r) if r.ratio > 1.1), "{stalled:?}");
+    }
+
+    /// `--tls`: every runtime that serves TLS is measured over it three ways, beside plain
+    /// HTTP, with no failed request; a handshake per request costs the server more CPU than
+    /// records on a kept connection.
+    #[test]
+    #[ignore = "measures CPU: run alone, as scripts/test does"]
+    fn capacity_over_tls_is_measured_three_ways_for_every_runtime_that_serves_it() {
+        let runtimes =
+            if super::comparators_installed() { "edgegate,native,node" } else { "edgegate,native" };
+        let out = tempfile::tempdir().unwrap();
+        let args = ["--capacity", "--tls", "--runtimes", runtimes, "--workloads", "static-json"];
+        let results = super::bench(out.path(), &[&args[..], &["--rounds", "1"]].concat());
+        for name in runtimes.split(',') {
+            let r = super::runtime(&results, name);
+            let capacity = r["capacity"].as_array().unwrap();
+            let cpu = |transport: &str| {
+                let c = capacity
+                    .iter()
+                    .find(|c| c["transport"] == transport)
+                    .unwrap_or_else(|| panic!("{name}: no {transport} capacity: {capacity:?}"));
+                let round = &c["rounds"][0];
+                assert!(round["ok"].as_u64().unwrap() > 100, "{name} {transport}: {round}");
+                let errors = &round["errors"];
+                for kind in ["io", "status", "timeout"] {
+                    assert_eq!(errors[kind], 0, "{name} {transport}: {round}");
+                }
+                round["cpu_us_per_request"].as_f64().unwrap()
+            };
+            let (plain, kept, resumed, full) =
+                (cpu("plain"), cpu("tls"), cpu("tls-resumed"), cpu("tls-full"));
+            // (The test binary's edgegate is a debug build: only the handshake's cost stands
+            // out clearly from its noise.)
+            assert!(
+                plain > 0.0 && kept * 1.5 < resumed.min(full),
+                "{name}: plain {plain}, kept {kept}, resumed {resumed}, full {full} µs/request"
+            );
+        }
+        let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+        for heading in [
+            "### static-json over TLS, keep-alive",
+            "### static-json over TLS, a resumed handshake per request",
+            "### static-json over TLS, a full handshake per request",
+        ] {
+            assert!(report.contains(heading), "{heading} missing from the report");
+        }
     }
 }

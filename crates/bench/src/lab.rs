@@ -26,7 +26,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::affinity::CpuPlan;
 use crate::load::{self, LoadSpec, RequestTemplate};
 use crate::procfs;
-use crate::results::{Check, ColdStart, Meta, Results, RuntimeResult, Spread};
+use crate::results::{Check, ColdStart, LabTransport, Meta, Results, RuntimeResult, Spread};
 use crate::runtimes::{Environment, Prepared, Runtime, Server};
 use crate::workload::{Expect, Fixtures, Workload};
 
@@ -199,36 +199,54 @@ impl<F: Fn(String)> Lab<'_, F> {
     /// turns (see [`capacity`]).
     fn capacities(&self, results: &mut [RuntimeResult], servers: &[(usize, Server)]) {
         let settings = &self.plan.capacity_settings;
-        for &workload in self.plan.capacity.iter().filter(|w| self.plan.workloads.contains(w)) {
-            let turns = Self::answering(results, servers, workload);
-            let list: Vec<&Server> = turns.iter().map(|(_, server)| server).collect();
-            let templates = self.templates(workload);
-            let say = |m: String| self.progress.set_message(m);
-            match capacity::measure(
-                &list,
-                workload,
-                &templates,
-                settings,
-                self.cpus,
-                &self.env.work,
-                &say,
-            ) {
-                Ok(measured) => {
-                    for (&&(index, _), capacity) in turns.iter().zip(measured) {
-                        let r = &mut results[index];
-                        (self.say)(format!(
-                            "{} {} capacity on {} connections: {}",
-                            r.runtime.name(),
-                            workload.name(),
-                            capacity.connections,
-                            describe_capacity(&capacity)
-                        ));
-                        r.capacity.push(capacity);
-                    }
-                }
-                Err(e) => (self.say)(format!("{} capacity: FAILED: {e:#}", workload.name())),
+        let mut reaches = vec![capacity::Reach::plain()];
+        if let Some(tls) = self.env.tls.as_ref().filter(|_| self.plan.tls) {
+            match capacity::Reach::tls(&tls.ca) {
+                Ok(tls) => reaches.extend(tls),
+                Err(e) => (self.say)(format!("TLS capacity: FAILED: {e:#}")),
             }
-            self.progress.inc((turns.len() * (1 + settings.rounds)) as u64);
+        }
+        for &workload in self.plan.capacity.iter().filter(|w| self.plan.workloads.contains(w)) {
+            for reach in &reaches {
+                let tls = reach.transport != LabTransport::Plain;
+                let turns: Vec<_> = Self::answering(results, servers, workload)
+                    .into_iter()
+                    .filter(|(_, server)| !tls || server.tls.is_some())
+                    .collect();
+                let list: Vec<&Server> = turns.iter().map(|(_, server)| server).collect();
+                let templates = self.templates(workload);
+                let say = |m: String| self.progress.set_message(m);
+                let what = if tls {
+                    format!("{} ({})", workload.name(), reach.transport.name())
+                } else {
+                    workload.name().to_owned()
+                };
+                match capacity::measure(
+                    &list,
+                    workload,
+                    reach,
+                    &templates,
+                    settings,
+                    self.cpus,
+                    &self.env.work,
+                    &say,
+                ) {
+                    Ok(measured) => {
+                        for (&&(index, _), capacity) in turns.iter().zip(measured) {
+                            let r = &mut results[index];
+                            (self.say)(format!(
+                                "{} {what} capacity on {} connections: {}",
+                                r.runtime.name(),
+                                capacity.connections,
+                                describe_capacity(&capacity)
+                            ));
+                            r.capacity.push(capacity);
+                        }
+                    }
+                    Err(e) => (self.say)(format!("{what} capacity: FAILED: {e:#}")),
+                }
+                self.progress.inc((turns.len() * (1 + settings.rounds)) as u64);
+            }
         }
     }
 

@@ -478,7 +478,10 @@ pub async fn request_once(
 }
 
 pub mod closed;
+mod stream;
 mod wire;
+
+pub use stream::{TlsTransport, Transport};
 
 #[cfg(test)]
 mod tests;

@@ -55,6 +55,29 @@ impl Verifier for Hs256 {
     }
 }
 
+/// The native comparator's TLS: the certificate, ring, stateless tickets and the default
+/// session cache, ALPN `http/1.1` (it serves HTTP/1.1 only).
+pub fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading {}", cert.display()))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// The audiences with a route, as in `auth-router`.
 const ROUTES: [&str; 2] = ["service-a", "service-b"];
 
@@ -91,28 +114,55 @@ impl Native {
         })
     }
 
-    /// Serves on `listen` until the process ends; prints `listening on http://ADDR` first.
-    pub fn serve(self, listen: SocketAddr) -> anyhow::Result<()> {
+    /// Serves on `listen`, and with `tls` on its address too, until the process ends;
+    /// prints `listening on http://ADDR` first.
+    pub fn serve(
+        self,
+        listen: SocketAddr,
+        tls: Option<(SocketAddr, Arc<rustls::ServerConfig>)>,
+    ) -> anyhow::Result<()> {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::bind(listen).await?;
-            println!("listening on http://{}", listener.local_addr()?);
             let state = Arc::new(self);
+            if let Some((addr, config)) = tls {
+                let listener = tokio::net::TcpListener::bind(addr).await?;
+                let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                let state = state.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let Ok((stream, _)) = listener.accept().await else { continue };
+                        let _ = stream.set_nodelay(true);
+                        let (acceptor, state) = (acceptor.clone(), state.clone());
+                        tokio::spawn(async move {
+                            if let Ok(stream) = acceptor.accept(stream).await {
+                                state.serve_connection(stream).await;
+                            }
+                        });
+                    }
+                });
+            }
+            println!("listening on http://{}", listener.local_addr()?);
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
                 let _ = stream.set_nodelay(true);
-                let state = state.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(state.handle(req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+                tokio::spawn(state.clone().serve_connection(stream));
             }
         })
+    }
+
+    /// Serves HTTP/1.1 on one connection.
+    async fn serve_connection<S>(self: Arc<Self>, stream: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = hyper::service::service_fn(move |req| {
+            let state = self.clone();
+            async move { Ok::<_, Infallible>(state.handle(req).await) }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {

@@ -204,9 +204,14 @@ impl RuntimeResult {
         self.saturation.iter().find(|s| s.workload == workload)
     }
 
-    /// Its capacity on `workload`.
+    /// Its capacity on `workload`, over plain HTTP.
     pub fn capacity_of(&self, workload: Workload) -> Option<&Capacity> {
-        self.capacity.iter().find(|c| c.workload == workload)
+        self.capacity_over(workload, LabTransport::Plain)
+    }
+
+    /// Its capacity on `workload` over `transport`.
+    pub fn capacity_over(&self, workload: Workload, transport: LabTransport) -> Option<&Capacity> {
+        self.capacity.iter().find(|c| c.workload == workload && c.transport == transport)
     }
 }
 
@@ -370,6 +375,36 @@ impl Steal {
     }
 }
 
+/// How the load generator reaches a server in a capacity measurement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabTransport {
+    /// HTTP/1.1 on keep-alive connections.
+    #[default]
+    Plain,
+    /// HTTP/1.1 over TLS on keep-alive connections: the records' cost, no handshakes.
+    Tls,
+    /// A TLS connection per request, each handshake resumed from a session ticket.
+    TlsResumed,
+    /// A TLS connection per request, each a full handshake (no resumption).
+    TlsFull,
+}
+
+impl LabTransport {
+    /// Every transport over TLS, in report order.
+    pub const TLS: [Self; 3] = [Self::Tls, Self::TlsResumed, Self::TlsFull];
+
+    /// As the report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "plain",
+            Self::Tls => "TLS, keep-alive",
+            Self::TlsResumed => "TLS, a resumed handshake per request",
+            Self::TlsFull => "TLS, a full handshake per request",
+        }
+    }
+}
+
 /// How much a server answers with its CPU kept busy: a closed loop (each connection sends
 /// its next request as soon as the last is answered) on as many connections as it takes, in
 /// rounds, the runtimes taking turns.
@@ -377,6 +412,9 @@ impl Steal {
 pub struct Capacity {
     /// The workload.
     pub workload: Workload,
+    /// How the generator reached the server.
+    #[serde(default)]
+    pub transport: LabTransport,
     /// The keep-alive connections the rounds ran on: the count where answers per second
     /// stopped growing.
     pub connections: usize,

@@ -85,6 +85,20 @@ pub struct Environment {
     pub node_dir: PathBuf,
     /// A scratch directory for configurations, data, caches and logs.
     pub work: PathBuf,
+    /// A certificate for `localhost` that every runtime serves TLS with, when the lab
+    /// measures TLS.
+    pub tls: Option<LabTls>,
+}
+
+/// The lab's TLS files (PEM).
+#[derive(Debug, Clone)]
+pub struct LabTls {
+    /// The chain for `localhost`.
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+    /// The authority that issued it: what the generator trusts.
+    pub ca: PathBuf,
 }
 
 /// A runtime ready to start: its command, with `{port}` where the port goes.
@@ -220,7 +234,16 @@ impl Environment {
         let edgegate_version = format!("edgegate {}", env!("CARGO_PKG_VERSION"));
         match runtime {
             Runtime::Edgegate | Runtime::EdgegateWasm => {
-                write("edgegate.toml", edgegate_config(runtime).as_bytes())?;
+                let mut config = edgegate_config(runtime);
+                if let Some(tls) = &self.tls {
+                    // The port comes from `--tls-listen`.
+                    config.push_str(&format!(
+                        "\n[server.tls]\ncertificates = [{{ cert = {:?}, key = {:?} }}]\n",
+                        tls.cert.display().to_string(),
+                        tls.key.display().to_string(),
+                    ));
+                }
+                write("edgegate.toml", config.as_bytes())?;
                 write("profiles.ndjson", fixtures.profiles_ndjson().as_bytes())?;
                 write("catalog.ndjson", fixtures.catalog.as_bytes())?;
                 self.deploy_echo_json(runtime, 0)?;
@@ -233,15 +256,19 @@ impl Environment {
                         edgegate_version
                     },
                     program: self.edgegate.clone(),
-                    args: args(&[
-                        "serve".as_ref(),
-                        "--config".as_ref(),
-                        config.as_os_str(),
-                        "--listen".as_ref(),
-                        "127.0.0.1:{port}".as_ref(),
-                        "--admin".as_ref(),
-                        "127.0.0.1:{admin}".as_ref(),
-                    ]),
+                    args: [
+                        args(&[
+                            "serve".as_ref(),
+                            "--config".as_ref(),
+                            config.as_os_str(),
+                            "--listen".as_ref(),
+                            "127.0.0.1:{port}".as_ref(),
+                            "--admin".as_ref(),
+                            "127.0.0.1:{admin}".as_ref(),
+                        ]),
+                        self.tls_args(&["--tls-listen"]),
+                    ]
+                    .concat(),
                     env: [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat(),
                     log,
                     dir,
@@ -264,7 +291,10 @@ impl Environment {
                         profiles.as_os_str(),
                         "--catalog".as_ref(),
                         catalog.as_os_str(),
-                    ]),
+                    ])
+                    .into_iter()
+                    .chain(self.tls_args(&["--tls-listen", "--tls-cert", "--tls-key"]))
+                    .collect(),
                     env,
                     log,
                     dir,
@@ -282,6 +312,11 @@ impl Environment {
                 env.push(("EDGEGATE_BENCH_PORT".into(), "{port}".into()));
                 env.push(("EDGEGATE_BENCH_PROFILES".into(), dir.join("profiles.json").into()));
                 env.push(("EDGEGATE_BENCH_CATALOG".into(), dir.join("catalog.ndjson").into()));
+                if let Some(tls) = &self.tls {
+                    env.push(("EDGEGATE_BENCH_TLS_PORT".into(), "{tls}".into()));
+                    env.push(("EDGEGATE_BENCH_TLS_CERT".into(), tls.cert.clone().into()));
+                    env.push(("EDGEGATE_BENCH_TLS_KEY".into(), tls.key.clone().into()));
+                }
                 Ok(Prepared {
                     runtime,
                     version: format!("node {node}, sharp {sharp}"),
@@ -327,6 +362,15 @@ impl Environment {
                 })
             }
         }
+    }
+
+    /// The TLS flags of a runtime started by `edgegate`, when the lab measures TLS: `flags`
+    /// names the listen address, then (if given) the certificate and the key.
+    fn tls_args(&self, flags: &[&str]) -> Vec<OsString> {
+        let Some(tls) = &self.tls else { return Vec::new() };
+        let values =
+            [OsString::from("127.0.0.1:{tls}"), tls.cert.clone().into(), tls.key.clone().into()];
+        flags.iter().zip(values).flat_map(|(flag, value)| [OsString::from(flag), value]).collect()
     }
 
     /// Writes version `n` of the `echo-json` module that an edgegate `runtime` of the lab serves:
@@ -416,6 +460,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Where its admin listener is (edgegate's), for `POST /reload`.
     pub admin: Option<SocketAddr>,
+    /// Where its TLS listener is, when the lab measures TLS and the runtime serves it.
+    pub tls: Option<SocketAddr>,
     /// From spawning the process to its first correct answer.
     pub started_in: Duration,
 }
@@ -508,9 +554,14 @@ impl Prepared {
     ) -> anyhow::Result<Server> {
         let port = free_port()?.to_string();
         let admin_port = free_port()?.to_string();
+        let tls_port = free_port()?.to_string();
         let fill = |s: &OsString| {
             let s = s.to_string_lossy();
-            OsString::from(s.replace("{port}", &port).replace("{admin}", &admin_port))
+            OsString::from(
+                s.replace("{port}", &port)
+                    .replace("{admin}", &admin_port)
+                    .replace("{tls}", &tls_port),
+            )
         };
         let log = fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         let mut command = Command::new(&self.program);
@@ -525,8 +576,17 @@ impl Prepared {
             Server::start(&mut command, addr, cpus, probe, timeout).with_context(|| {
                 format!("starting {} (its log: {})", self.runtime.name(), self.log.display())
             })?;
-        if self.args.iter().any(|a| a.to_string_lossy().contains("{admin}")) {
+        let names = |placeholder: &str| {
+            self.args
+                .iter()
+                .chain(self.env.iter().map(|(_, v)| v))
+                .any(|a| a.to_string_lossy().contains(placeholder))
+        };
+        if names("{admin}") {
             server.admin = Some(format!("127.0.0.1:{admin_port}").parse()?);
+        }
+        if names("{tls}") {
+            server.tls = Some(format!("127.0.0.1:{tls_port}").parse()?);
         }
         Ok(server)
     }
@@ -544,7 +604,7 @@ impl Server {
     ) -> anyhow::Result<Self> {
         let started = Instant::now();
         let child = cpus.spawn_server(command)?;
-        let mut server = Server { child, addr, admin: None, started_in: Duration::ZERO };
+        let mut server = Server { child, addr, admin: None, tls: None, started_in: Duration::ZERO };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         loop {
             if let Ok((200, _)) = runtime.block_on(request_once(addr, probe)) {
@@ -583,6 +643,7 @@ mod tests {
             child,
             addr: "127.0.0.1:9".parse().unwrap(),
             admin: None,
+            tls: None,
             started_in: Duration::ZERO,
         };
         let cpu = || crate::procfs::sample(server.pid()).unwrap().cpu;

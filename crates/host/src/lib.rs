@@ -13,7 +13,7 @@
 //! use edgegate_host::{Gateway, Server, config::Loaded};
 //! let loaded = Loaded::from_file("edgegate.toml".as_ref())?;
 //! let gateway = Gateway::build(&loaded, &[]).await?;
-//! let server = Server::bind(gateway, loaded.config.server.listen, loaded.config.server.admin).await?;
+//! let server = Server::bind(gateway, loaded.config.server.listen, loaded.config.server.admin, None).await?;
 //! server.run(edgegate_host::shutdown_signal()?).await;
 //! # Ok(()) }
 //! ```

@@ -49,19 +49,23 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the HTTP, TLS (with `[server.tls]`) and admin listeners, and catches SIGHUP
-    /// (which reloads once the server runs): a SIGHUP that arrives before then must not kill
-    /// the process.
+    /// Binds the HTTP, TLS (with `[server.tls]`, on `tls` if given, else on its `listen`)
+    /// and admin listeners, and catches SIGHUP (which reloads once the server runs): a SIGHUP
+    /// that arrives before then must not kill the process.
     pub async fn bind(
         gateway: Gateway,
         listen: SocketAddr,
         admin: SocketAddr,
+        tls: Option<SocketAddr>,
     ) -> std::io::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
         let hangup = signal(SignalKind::hangup())?;
         let server = gateway.server();
         let http = bind(listen, server.reuse_port)?;
-        let tls = server.tls.map(|tls| bind(tls.listen, server.reuse_port)).transpose()?;
+        let tls = server
+            .tls
+            .map(|config| bind(tls.unwrap_or(config.listen), server.reuse_port))
+            .transpose()?;
         let admin = bind(admin, server.reuse_port)?;
         Ok(Self { gateway: Arc::new(gateway), http, tls, admin, hangup })
     }

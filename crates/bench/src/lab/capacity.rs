@@ -19,13 +19,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use rustls::pki_types::pem::PemObject;
 
 use super::slices::{foreign, steal, stolen};
 use crate::affinity::CpuPlan;
 use crate::load::closed::{self, ClosedResult, ClosedSpec};
-use crate::load::{RequestTemplate, WindowMark};
+use crate::load::{RequestTemplate, TlsTransport, Transport, WindowMark};
 use crate::procfs;
-use crate::results::{Capacity, CapacityRound, WrkRound};
+use crate::results::{Capacity, CapacityRound, LabTransport, WrkRound};
 use crate::runtimes::Server;
 use crate::workload::Workload;
 
@@ -51,14 +52,74 @@ pub struct CapacitySettings {
 /// A request not answered within this is a failure.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How the generator reaches the servers: plain HTTP, or one of the TLS ways with its
+/// client settings (then on each server's TLS listener).
+#[derive(Debug, Clone)]
+pub struct Reach {
+    /// Which way, as the results name it.
+    pub transport: LabTransport,
+    /// The generator's side of it.
+    pub client: Transport,
+}
+
+impl Reach {
+    /// Plain HTTP on keep-alive connections.
+    pub fn plain() -> Self {
+        Self { transport: LabTransport::Plain, client: Transport::Plain }
+    }
+
+    /// The three TLS ways (keep-alive, a resumed handshake per request, a full one), with a
+    /// client that trusts the authority in the PEM file `ca` and verifies `localhost`.
+    pub fn tls(ca: &Path) -> anyhow::Result<Vec<Self>> {
+        let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+            roots.add(cert.context("a certificate in the lab's CA file")?)?;
+        }
+        let roots = Arc::new(roots);
+        let name = rustls::pki_types::ServerName::try_from("localhost")?;
+        let client = |resume: bool| -> anyhow::Result<Arc<rustls::ClientConfig>> {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth();
+            if !resume {
+                config.resumption = rustls::client::Resumption::disabled();
+            }
+            Ok(Arc::new(config))
+        };
+        LabTransport::TLS
+            .into_iter()
+            .map(|transport| {
+                let per_request = transport != LabTransport::Tls;
+                let config = client(transport != LabTransport::TlsFull)?;
+                let client =
+                    Transport::Tls(TlsTransport { config, name: name.clone(), per_request });
+                Ok(Self { transport, client })
+            })
+            .collect()
+    }
+
+    /// Where `server` is reached this way.
+    fn addr(&self, server: &Server) -> anyhow::Result<std::net::SocketAddr> {
+        match self.client {
+            Transport::Plain => Ok(server.addr),
+            Transport::Tls(_) => server.tls.context("the server has no TLS listener"),
+        }
+    }
+}
+
 /// Measures each of `servers` on `templates`: its ramp alone, then `settings.rounds` rounds
 /// taking turns (the order rotates each round). Each server is resumed for its turns and
 /// paused after them. `say` hears what is measured. With wrk, its script for the workload is
 /// left in `work` as `wrk-WORKLOAD.lua`, for loading a server by hand with the lab's requests
 /// (`bench/perf/profile` does).
+#[allow(clippy::too_many_arguments)] // Each is one independent input of the measurement.
 pub fn measure(
     servers: &[&Server],
     workload: Workload,
+    reach: &Reach,
     templates: &Arc<[RequestTemplate]>,
     settings: &CapacitySettings,
     cpus: &CpuPlan,
@@ -68,12 +129,15 @@ pub fn measure(
     let mut out = Vec::with_capacity(servers.len());
     for server in servers {
         server.resume();
-        let ramp = ramp(server, templates, settings, cpus);
+        let ramp = ramp(server, reach, templates, settings, cpus);
         server.pause();
         let (connections, ramp) = ramp?;
-        out.push(Capacity { workload, connections, ramp, rounds: Vec::new() });
+        let transport = reach.transport;
+        out.push(Capacity { workload, transport, connections, ramp, rounds: Vec::new() });
     }
-    let script = match &settings.wrk {
+    // wrk cross-checks the plain loop only.
+    let wrk = settings.wrk.as_ref().filter(|_| reach.transport == LabTransport::Plain);
+    let script = match wrk {
         Some(_) => {
             let file = work.join(format!("wrk-{}.lua", workload.name()));
             std::fs::write(&file, wrk_script(templates)?)
@@ -94,14 +158,22 @@ pub fn measure(
                 capacity.connections
             ));
             server.resume();
-            let spec = spec(server, capacity.connections, settings.warmup, settings.duration);
-            let measured = slice(server, &spec, templates, cpus).and_then(|mut r| {
-                if let (Some(wrk), Some(script)) = (&settings.wrk, &script) {
-                    r.wrk =
-                        Some(run_wrk(wrk, script, server, capacity.connections, settings, cpus)?);
-                }
-                Ok(r)
-            });
+            let measured =
+                spec(server, reach, capacity.connections, settings.warmup, settings.duration)
+                    .and_then(|spec| slice(server, &spec, templates, cpus))
+                    .and_then(|mut r| {
+                        if let (Some(wrk), Some(script)) = (wrk, &script) {
+                            r.wrk = Some(run_wrk(
+                                wrk,
+                                script,
+                                server,
+                                capacity.connections,
+                                settings,
+                                cpus,
+                            )?);
+                        }
+                        Ok(r)
+                    });
             server.pause();
             capacity.rounds.push(measured?);
         }
@@ -109,8 +181,21 @@ pub fn measure(
     Ok(out)
 }
 
-fn spec(server: &Server, connections: usize, warmup: Duration, duration: Duration) -> ClosedSpec {
-    ClosedSpec { addr: server.addr, connections, warmup, duration, timeout: TIMEOUT }
+fn spec(
+    server: &Server,
+    reach: &Reach,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> anyhow::Result<ClosedSpec> {
+    Ok(ClosedSpec {
+        addr: reach.addr(server)?,
+        connections,
+        warmup,
+        duration,
+        timeout: TIMEOUT,
+        transport: reach.client.clone(),
+    })
 }
 
 /// Raises the connection count until answers per second stop growing (two counts in a row
@@ -118,6 +203,7 @@ fn spec(server: &Server, connections: usize, warmup: Duration, duration: Duratio
 /// count within the margin of the best, and every probe.
 fn ramp(
     server: &Server,
+    reach: &Reach,
     templates: &Arc<[RequestTemplate]>,
     settings: &CapacitySettings,
     cpus: &CpuPlan,
@@ -129,7 +215,7 @@ fn ramp(
     let (warmup, duration) = settings.probe;
     let mut flat = 0;
     for &connections in &settings.connections {
-        let spec = spec(server, connections, warmup, duration);
+        let spec = spec(server, reach, connections, warmup, duration)?;
         let rps = closed::run(&spec, templates, &cpus.load, &|| None)?.rate();
         let best = probes.iter().map(|p| p.1).fold(0.0, f64::max);
         probes.push((connections, rps));

@@ -61,6 +61,9 @@ pub struct Plan {
     /// How many times each runtime is started and timed (after one start to warm the page
     /// cache): a verdict on start times needs five.
     pub starts: usize,
+    /// Capacity over TLS too: keep-alive, a resumed handshake per request, a full one
+    /// (the runtimes that serve TLS: edgegate, Node.js, native Rust).
+    pub tls: bool,
 }
 
 /// The connection counts a capacity ramp tries.
@@ -119,6 +122,7 @@ impl Plan {
             load_fractions: vec![0.5],
             capacity_only: false,
             starts: 1,
+            tls: false,
         }
     }
 
@@ -243,8 +247,10 @@ impl Plan {
         let runs: usize = self.workloads.iter().map(|&w| self.rates_of(w, Some(1.0)).len()).sum();
         let probes = self.saturate.iter().filter(|w| self.workloads.contains(w)).count()
             * (6 + self.bisect_steps as usize);
+        let transports = if self.tls { 4 } else { 1 };
         let capacity = self.capacity.iter().filter(|w| self.workloads.contains(w)).count()
-            * (1 + self.capacity_settings.rounds);
+            * (1 + self.capacity_settings.rounds)
+            * transports;
         let fixed = if self.capacity_only { 0 } else { runs * self.rounds.max(1) + probes };
         (self.runtimes.len() * (1 + capacity + fixed)) as u64
     }

@@ -13,7 +13,7 @@
 //! not be what limits a server that answers 200 000 requests a second. The recorded window
 //! starts after the warm-up; a request counts in it when its answer arrives in it.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use bytes::Bytes;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use super::stream::{Stream, Transport};
 use super::wire::{self, Answer};
 use super::{Errors, RequestTemplate, WindowMark};
 use crate::latency::Latencies;
@@ -47,6 +48,8 @@ pub struct ClosedSpec {
     pub duration: Duration,
     /// A request not answered within this is an error (and its connection is replaced).
     pub timeout: Duration,
+    /// Plain, or TLS (kept alive, or a connection and handshake per request).
+    pub transport: Transport,
 }
 
 /// What the recorded window saw.
@@ -133,7 +136,7 @@ pub fn run(
 
 /// One keep-alive connection and the request on it.
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     /// What was read and not yet parsed: `buf[head..tail]`.
     buf: Vec<u8>,
     head: usize,
@@ -211,9 +214,9 @@ impl<'a> Loop<'a> {
         let stream = std::net::TcpStream::connect(self.spec.addr)?;
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
-        let mut stream = TcpStream::from_std(stream);
+        let mut stream = Stream::new(TcpStream::from_std(stream), &self.spec.transport)?;
         self.poll.registry().register(
-            &mut stream,
+            stream.socket(),
             Token(token),
             Interest::READABLE | Interest::WRITABLE,
         )?;
@@ -303,6 +306,10 @@ impl<'a> Loop<'a> {
                 Err(_) => return self.fail(token, false, true),
             }
         }
+        // TLS records (or handshake messages) the socket did not take at once.
+        if conn.stream.flush().is_err() {
+            self.fail(token, false, true);
+        }
     }
 
     /// Reads what the socket has, and answers every whole response in it.
@@ -344,7 +351,8 @@ impl<'a> Loop<'a> {
                 self.result.errors.status += 1;
             }
         }
-        if answer.closes {
+        let per_request = matches!(&self.spec.transport, Transport::Tls(t) if t.per_request);
+        if answer.closes || per_request {
             self.reconnect(token);
         }
         self.send_next(token, now);
@@ -365,7 +373,7 @@ impl<'a> Loop<'a> {
 
     fn reconnect(&mut self, token: usize) {
         if let Some(mut old) = self.conns[token].take() {
-            let _ = self.poll.registry().deregister(&mut old.stream);
+            let _ = self.poll.registry().deregister(old.stream.socket());
         }
         // A server that refuses connections leaves the slot empty; the scan retries it.
         self.conns[token] = self.connect(token).ok();

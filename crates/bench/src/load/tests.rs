@@ -204,6 +204,7 @@ mod closed_loop {
             warmup: Duration::from_millis(200),
             duration: Duration::from_millis(1000),
             timeout: Duration::from_secs(5),
+            transport: crate::load::Transport::Plain,
         }
     }
 
@@ -246,5 +247,102 @@ mod closed_loop {
         // Nobody listening: an error at once, not a hang.
         let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         assert!(closed::run(&spec(dead, 1), &get(), &[], &|| None).is_err());
+    }
+
+    /// A loopback HTTPS server (rustls, tickets on) answering 200; counts its handshakes:
+    /// (full, resumed).
+    fn tls_server() -> (SocketAddr, Arc<rustls::RootCertStore>, Arc<[AtomicU64; 2]>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], der)
+            .unwrap();
+        config.ticketer = rustls::crypto::ring::Ticketer::new().unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let kinds: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let counted = kinds.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = TcpListener::from_std(std_listener).unwrap();
+                loop {
+                    let (stream, _) = listener.accept().await.unwrap();
+                    let (acceptor, kinds) = (acceptor.clone(), counted.clone());
+                    tokio::spawn(async move {
+                        let Ok(stream) = acceptor.accept(stream).await else { return };
+                        let resumed = stream.get_ref().1.handshake_kind()
+                            == Some(rustls::HandshakeKind::Resumed);
+                        kinds[usize::from(resumed)].fetch_add(1, Ordering::Relaxed);
+                        let service = service_fn(|_req| async {
+                            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from("ok"))))
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            });
+        });
+        (addr, Arc::new(roots), kinds)
+    }
+
+    #[test]
+    fn over_tls_the_loop_keeps_connections_or_handshakes_per_request_resumed_or_not() {
+        use crate::load::{TlsTransport, Transport};
+        let (addr, roots, kinds) = tls_server();
+        let client = |resume: bool| {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth();
+            if !resume {
+                config.resumption = rustls::client::Resumption::disabled();
+            }
+            Arc::new(config)
+        };
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let counts = || kinds.iter().map(|k| k.swap(0, Ordering::Relaxed)).collect::<Vec<_>>();
+        for (per_request, resume) in [(false, true), (true, true), (true, false)] {
+            let mut spec = spec(addr, 2);
+            spec.transport = Transport::Tls(TlsTransport {
+                config: client(resume),
+                name: name.clone(),
+                per_request,
+            });
+            let r = closed::run(&spec, &get(), &[], &|| None).unwrap();
+            assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+            // A debug build of rustls on both sides: full handshakes take milliseconds.
+            assert!(r.ok >= 10, "{} answers", r.ok);
+            let (full, resumed) = match counts()[..] {
+                [full, resumed] => (full, resumed),
+                _ => unreachable!(),
+            };
+            let label = format!(
+                "per request {per_request}, resume {resume}: {full} full, {resumed} resumed, {} ok",
+                r.ok
+            );
+            match (per_request, resume) {
+                // Two keep-alive connections, two handshakes.
+                (false, _) => assert_eq!((full, resumed), (2, 0), "{label}"),
+                // A handshake per request, all but the first few resumed.
+                (true, true) => assert!(resumed > r.ok / 2 && full <= 4, "{label}"),
+                (true, false) => assert!(full > r.ok && resumed == 0, "{label}"),
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{Capacity, CapacityRound, Results, Spread};
+use crate::results::{Capacity, CapacityRound, LabTransport, Results, Spread};
 
 /// Writes `## Capacity`, when any was measured.
 pub(super) fn section(results: &Results, w: &mut String) {
@@ -18,18 +18,31 @@ pub(super) fn section(results: &Results, w: &mut String) {
         .unwrap_or(0);
     let _ = writeln!(
         w,
-        "\n## Capacity\n\nA closed loop: each keep-alive connection sends its next request as soon as the last is answered, the server alone on its CPU, the generator on the others, on as many connections as it took for answers per second to stop growing. Each figure is the median of {rounds} rounds [min–max], the runtimes taking turns (the others stopped); wrk ran the same connections right after each round. A figure marked ≥ is a lower bound: the server used under {:.0} % of its CPU in most rounds, and the note under the table says what held it. Calm rounds: under 1 % steal and 1 % other processes on the lab's CPUs, and every request answered; only they give verdicts.\n",
+        "\n## Capacity\n\nA closed loop: each keep-alive connection sends its next request as soon as the last is answered, the server alone on its CPU, the generator on the others, on as many connections as it took for answers per second to stop growing. Each figure is the median of {rounds} rounds [min–max], the runtimes taking turns (the others stopped); wrk ran the same connections right after each round. A figure marked ≥ is a lower bound: the server used under {:.0} % of its CPU in most rounds, and the note under the table says what held it. Calm rounds: under 1 % steal and 1 % other processes on the lab's CPUs, and every request answered; only they give verdicts. Over TLS (`--tls`), every runtime serves one certificate (ECDSA P-256, from the lab's own authority) and the generator is a rustls client; \"a handshake per request\" opens a connection for each request, resumed from a session ticket or full, so its CPU per request includes the handshake.\n",
         CapacityRound::SATURATED_PCT
     );
-    for workload in workloads {
-        let _ = writeln!(w, "### {}\n", workload.name());
+    let transports = std::iter::once(LabTransport::Plain).chain(LabTransport::TLS);
+    let tables =
+        workloads.iter().flat_map(|&workload| transports.clone().map(move |t| (workload, t)));
+    for (workload, transport) in tables {
+        if !results.measured().any(|r| r.capacity_over(workload, transport).is_some()) {
+            continue;
+        }
+        match transport {
+            LabTransport::Plain => {
+                let _ = writeln!(w, "### {}\n", workload.name());
+            }
+            tls => {
+                let _ = writeln!(w, "### {} over {}\n", workload.name(), tls.name());
+            }
+        }
         let _ = writeln!(
             w,
             "| runtime | req/s | wrk req/s | lab within 10 % of wrk | CPU µs/req | server CPU % | p50 / p99 µs | connections | calm rounds |\n|---|---|---|---|---|---|---|---|---|"
         );
         let mut notes = Vec::new();
         for r in results.measured() {
-            let Some(c) = r.capacity_of(workload) else { continue };
+            let Some(c) = r.capacity_over(workload, transport) else { continue };
             let Some(rps) = c.rps() else { continue };
             let bound = if c.saturated() { "" } else { "≥ " };
             let cpu = Spread::of(c.rounds.iter().map(|r| r.server_cpu_pct));

@@ -182,9 +182,8 @@ async fn under_load_reloads_lose_no_request() {
     site.deploy(edgegate_guests::ECHO_JSON);
     g.reload().await.unwrap();
 
-    let server = Server::bind(g, "127.0.0.1:0".parse().unwrap(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let server = Server::bind(g, any, any, None).await.unwrap();
     let addr = server.local_addr().unwrap();
     let gateway = server.gateway().clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
