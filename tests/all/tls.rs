@@ -314,21 +314,19 @@ fn the_demo_serves_tls_with_a_certificate_it_makes() {
     let tls = gw.tls.expect("a TLS listener");
     let ca = demo_ca(&gw);
     let url = format!("https://localhost:{}/echo", tls.port());
-    let (ok, out) = run(
-        "curl",
-        &[
-            "-sS",
-            "--cacert",
-            ca.to_str().unwrap(),
-            "-H",
-            "content-type: application/json",
-            "-d",
-            "{\"a\": 1}",
-            &url,
-        ],
-        b"",
-    );
+    let ca = ca.to_str().unwrap();
+    let (ok, out) = run("curl", &["-sS", "--cacert", ca, "-d", "{\"a\": 1}", &url], b"");
     assert!(ok && out == "{\"a\":1}", "{out}");
+
+    // Forwarded to an upstream (the demo origin echoes what it got): X-Forwarded-Proto says
+    // the client came over TLS.
+    let (_, token) = gw.demo_tokens().remove(0);
+    let auth = format!("Authorization: Bearer {token}");
+    let url = format!("https://localhost:{}/auth/orders", tls.port());
+    let (ok, out) = run("curl", &["-sS", "--cacert", ca, "-H", &auth, &url], b"");
+    let seen: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|_| panic!("{ok} {out}"));
+    assert_eq!(seen["headers"]["x-forwarded-proto"], "https", "{seen}");
 }
 
 /// Where `serve --demo-tls` says it wrote its authority's certificate.
@@ -344,4 +342,28 @@ fn demo_ca(gw: &Gateway) -> PathBuf {
         }
     }
     panic!("serve --demo-tls printed no CA path");
+}
+
+/// With one handshake place, a client that stalls its handshake holds it: a second client
+/// waits for the place, and gets through only once the first is closed at its deadline.
+#[test]
+fn max_handshakes_caps_the_handshakes_in_progress() {
+    let certs = Certs::new();
+    let gw = Gateway::start(&certs.config("max_handshakes = 1"));
+    let tls = gw.tls.unwrap();
+    let mut stalled = TcpStream::connect(tls).unwrap();
+    stalled.write_all(&[0x16, 0x03, 0x01]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    let (ok, out) = curl(&certs, tls, "api.example.test", &[]);
+    let waited = started.elapsed();
+    assert!(ok && out.starts_with("ok"), "{out}");
+    // The stalled handshake's deadline was 1 s after its accept, 100 ms before this one's.
+    assert!(waited > Duration::from_millis(700), "no wait for a place: {waited:?}");
+    let line = "edgegate_tls_handshake_failures_total{reason=\"timeout\"} 1";
+    assert!(metric(&gw, line).is_some(), "{}", get(gw.admin, "/metrics").text());
+    // Without the stalled one, no wait.
+    let started = Instant::now();
+    let (ok, _) = curl(&certs, tls, "api.example.test", &[]);
+    assert!(ok && started.elapsed() < Duration::from_millis(700));
 }
