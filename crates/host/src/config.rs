@@ -286,6 +286,22 @@ mod tests {
         );
         assert_eq!(key("[[routes]]\npath = \"/\"\n".into()), "routes[0]");
         assert_eq!(key(route("path = \"/a\"\nrespond = {}")), "routes[0]");
+        assert_eq!(key(route("path = \"/a\"\nupstream = \"u\"")), "routes[0]");
+        assert_eq!(
+            key("[[routes]]\npath = \"/\"\nupstream = \"nope\"\n".into()),
+            "routes[0].upstream"
+        );
+        // The TLS table: certificates named, one default at most.
+        assert_eq!(key("[server.tls]\ncertificates = []\n".into()), "server.tls.certificates");
+        let two = "{ cert = \"a\", key = \"b\", default = true }";
+        assert_eq!(
+            key(format!("[server.tls]\ncertificates = [{two}, {two}]\n")),
+            "server.tls.certificates"
+        );
+        assert_eq!(
+            key("[server]\nh2_connection_window = \"1KiB\"\n".into()),
+            "server.h2_connection_window"
+        );
         let respond = |r: &str| format!("[[routes]]\npath = \"/\"\nrespond = {{ {r} }}\n");
         assert_eq!(key(respond("status = 101")), "routes[0].respond.status");
         assert_eq!(key(respond("content_type = \"a\\nb\"")), "routes[0].respond.content_type");

@@ -56,6 +56,16 @@ enum Action {
     Worker(WorkerTarget),
     /// The gateway itself, with a fixed answer (`respond`).
     Respond(Response<Bytes>),
+    /// An upstream, the request proxied as it came (`upstream`).
+    Upstream(UpstreamTarget),
+}
+
+/// A route's upstream.
+#[derive(Debug, Clone)]
+struct UpstreamTarget {
+    upstream: Arc<Upstream>,
+    /// The server's request body limit.
+    body_limit: u64,
 }
 
 /// A route's worker, with what the route allows it.
@@ -291,6 +301,22 @@ impl Gateway {
         span.record("route", route.name.as_str());
         let target = match &route.target.action {
             Action::Respond(fixed) => return Ok(fixed.clone().map(|b| Either::Left(Full::new(b)))),
+            Action::Upstream(target) => {
+                let body =
+                    read_body(&parts.headers, body, target.body_limit, &snapshot.server).await?;
+                let forward = Forward {
+                    upstream: target.upstream.name().to_owned(),
+                    edits: Vec::new(),
+                    request: GuestRequest {
+                        method: parts.method,
+                        uri: parts.uri,
+                        headers: parts.headers,
+                        body,
+                        tls: conn.tls.is_some(),
+                    },
+                };
+                return proxy(&target.upstream, forward, conn, snapshot, logged).await;
+            }
             Action::Worker(target) => target,
         };
         logged.worker = Some(target.worker.name());
@@ -317,18 +343,7 @@ impl Gateway {
             GuestOutcome::Response(response) => Ok(response.map(|b| Either::Left(Full::new(b)))),
             GuestOutcome::Forward(forward) => {
                 let upstream = snapshot.granted(target, &forward)?;
-                logged.upstream = Some(upstream.name());
-                let started = Instant::now();
-                let span = tracing::info_span!(
-                    target: SPAN_TARGET,
-                    "upstream",
-                    otel.kind = "client",
-                    upstream = upstream.name(),
-                );
-                let sent = upstream.send(forward, conn, snapshot.server.trust_forwarded);
-                let response = sent.instrument(span).await;
-                logged.upstream_time = Some(started.elapsed());
-                Ok(response?.map(Either::Right))
+                proxy(upstream, forward, conn, snapshot, logged).await
             }
         }
     }
@@ -374,6 +389,28 @@ impl Snapshot {
             RequestError::new(ErrorKind::UnknownUpstream, format!("no upstream `{name}`"))
         })
     }
+}
+
+/// Proxies `forward` to `upstream` in its own span, timing it for the log.
+async fn proxy<'a>(
+    upstream: &'a Upstream,
+    forward: Forward,
+    conn: ConnInfo,
+    snapshot: &Snapshot,
+    logged: &mut Logged<'a>,
+) -> Result<Response<ResponseBody>, RequestError> {
+    logged.upstream = Some(upstream.name());
+    let started = Instant::now();
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        "upstream",
+        otel.kind = "client",
+        upstream = upstream.name(),
+    );
+    let sent = upstream.send(forward, conn, snapshot.server.trust_forwarded);
+    let response = sent.instrument(span).await;
+    logged.upstream_time = Some(started.elapsed());
+    Ok(response?.map(Either::Right))
 }
 
 /// Puts the normal form of the path in `uri` (see [`crate::path`]), keeping the query.

@@ -183,6 +183,7 @@ mod tests {
             prefix: prefix.map(Into::into),
             methods: methods.iter().map(|m| m.to_string()).collect(),
             worker: Some("w".into()),
+            upstream: None,
             respond: None,
         }
     }

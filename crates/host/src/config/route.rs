@@ -20,8 +20,12 @@ pub struct RouteConfig {
     /// Match only these methods (upper case). Default: any.
     #[serde(default)]
     pub methods: Vec<String>,
-    /// The worker that serves the request. One of `worker` and `respond` is required.
+    /// The worker that serves the request. One of `worker`, `upstream` and `respond` is
+    /// required.
     pub worker: Option<String>,
+    /// An upstream (`[upstreams.NAME]`) the request is proxied to as it came, with no
+    /// worker: a plain reverse proxy through the upstream's pool.
+    pub upstream: Option<String>,
     /// A fixed answer the gateway gives by itself, with no worker (and without reading the
     /// request body): a health or placeholder route, or a baseline for what the gateway
     /// costs without Wasm.
@@ -67,10 +71,23 @@ pub(super) fn validate(
         }
         _ => {}
     }
+    let targets = [route.worker.is_some(), route.upstream.is_some(), route.respond.is_some()];
+    if targets.iter().filter(|t| **t).count() != 1 {
+        return at(
+            format!("routes[{i}]"),
+            "needs exactly one of `worker`, `upstream` and `respond`",
+        );
+    }
+    if let Some(upstream) = &route.upstream
+        && !config.upstreams.contains_key(upstream)
+    {
+        return Err(ConfigError::at(
+            file,
+            key("upstream"),
+            format!("no upstream named `{upstream}` in [upstreams]"),
+        ));
+    }
     match (&route.worker, &route.respond) {
-        (Some(_), Some(_)) | (None, None) => {
-            return at(format!("routes[{i}]"), "needs exactly one of `worker` and `respond`");
-        }
         (Some(worker), None) if !config.workers.contains_key(worker) => {
             return Err(ConfigError::at(
                 file,

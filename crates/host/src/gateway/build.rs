@@ -14,7 +14,9 @@ use tokio::sync::Semaphore;
 use arc_swap::ArcSwap;
 use edgegate_runtime::Worker;
 
-use super::{Action, Background, Gateway, Gauges, RequestIds, Snapshot, Target, WorkerTarget};
+use super::{
+    Action, Background, Gateway, Gauges, RequestIds, Snapshot, Target, UpstreamTarget, WorkerTarget,
+};
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
 use crate::fetch::WorkerFetcher;
 use crate::kv::Mode as KvMode;
@@ -122,7 +124,7 @@ impl Steps<'_> {
         let fetch_pool = self.fetch_pool()?;
         let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
         self.try_changed(&workers).await?;
-        let router = self.compile_routes(&workers);
+        let router = self.compile_routes(&workers, &upstreams);
         let config = &self.loaded.config;
         Ok(Snapshot {
             generation,
@@ -287,16 +289,24 @@ impl Steps<'_> {
     fn compile_routes(
         &self,
         workers: &BTreeMap<String, (Worker, Arc<[String]>)>,
+        upstreams: &HashMap<String, Arc<Upstream>>,
     ) -> Router<Target> {
         let config = &self.loaded.config;
         let server_limit = config.server.max_request_body.bytes();
-        Router::new(&config.routes, |name, route| match &route.respond {
-            Some(respond) => Target {
+        Router::new(&config.routes, |name, route| match (&route.respond, &route.upstream) {
+            (Some(respond), _) => Target {
                 action: Action::Respond(fixed_response(respond)),
                 metrics: Arc::new(RouteMetrics::new(name, "-")),
             },
-            // Validation made sure the route names a worker that exists.
-            None => {
+            // Validation made sure the route names an upstream, or a worker, that exists.
+            (None, Some(upstream)) => Target {
+                action: Action::Upstream(UpstreamTarget {
+                    upstream: upstreams[upstream].clone(),
+                    body_limit: server_limit,
+                }),
+                metrics: Arc::new(RouteMetrics::new(name, "-")),
+            },
+            (None, None) => {
                 let (worker, grants) = workers[route.worker.as_deref().unwrap_or_default()].clone();
                 let body_limit = worker.limits().request_body.min(server_limit);
                 let metrics = Arc::new(RouteMetrics::new(name, worker.name()));

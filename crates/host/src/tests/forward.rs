@@ -245,3 +245,62 @@ async fn an_upstream_that_never_accepts_is_504_at_the_connect_timeout() {
     assert_eq!((status.as_u16(), error_code(&body).as_str()), (504, "upstream_timeout"));
     drop((listener, fillers));
 }
+
+/// A gateway with a route that proxies `/legacy` to `upstream` with no worker.
+async fn proxy_gateway(upstream: &str) -> Gateway {
+    let text = format!(
+        r#"
+        [runtime]
+        cache = false
+
+        [[routes]]
+        prefix = "/legacy"
+        upstream = "node"
+
+        [upstreams.node]
+        url = "{upstream}"
+        first_byte_timeout = "300ms"
+        "#
+    );
+    let loaded = Loaded::from_text(&text, "test.toml", PathBuf::new()).unwrap();
+    Gateway::build(&loaded, BUILTINS).await.unwrap()
+}
+
+#[tokio::test]
+async fn an_upstream_route_proxies_the_request_as_it_came() {
+    let upstream = Upstream::json().await;
+    let g = proxy_gateway(&url(upstream.addr)).await;
+    let mut r = Request::builder()
+        .method(Method::PUT)
+        .uri("/legacy/items/3?full=1")
+        .header("host", "api.example")
+        .header("authorization", "Bearer kept-for-the-backend")
+        .header("connection", "x-hop")
+        .header("x-hop", "1")
+        .body(Full::new(Bytes::from_static(b"payload")))
+        .unwrap();
+    r.headers_mut().insert("x-end-to-end", "kept".parse().unwrap());
+    let (status, headers, body) = send(&g, r).await;
+    assert_eq!((status, body.as_str()), (StatusCode::CREATED, r#"{"ok":true}"#));
+    assert_eq!(headers["x-upstream"], "yes");
+
+    let seen = upstream.requests();
+    let seen = &seen[0];
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.to_string().as_str()),
+        ("PUT", "/legacy/items/3?full=1")
+    );
+    assert_eq!(&seen.body[..], b"payload");
+    let h = &seen.headers;
+    assert_eq!(h["authorization"], "Bearer kept-for-the-backend", "no worker took it");
+    assert!(h.get("x-hop").is_none() && h.get("connection").is_none());
+    assert_eq!(h["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(h["x-forwarded-host"], "api.example");
+    assert_eq!(h["x-end-to-end"], "kept");
+
+    // Down: 502, as for a worker's forward.
+    let g = proxy_gateway(&url(closed_port().await)).await;
+    let r = Request::get("/legacy").header("host", "x").body(Full::new(Bytes::new())).unwrap();
+    let (status, _, body) = send(&g, r).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+}
