@@ -20,8 +20,15 @@ use crate::gateway::{Gateway, ReloadError};
 pub const TOKEN_ENV: &str = "EDGEGATE_ADMIN_TOKEN";
 
 /// The admin token, if one is set.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct Token(Option<Arc<str>>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token itself.
+        f.write_str(if self.0.is_some() { "Token(set)" } else { "Token(none)" })
+    }
+}
 
 impl Token {
     /// `EDGEGATE_ADMIN_TOKEN`, if set and not empty.
@@ -31,16 +38,30 @@ impl Token {
 
     /// Whether `request` may use a guarded endpoint: no token is set, or it carries it.
     fn admits<B>(&self, request: &Request<B>) -> bool {
-        let Some(token) = &self.0 else { return true };
+        if self.0.is_none() {
+            return true;
+        }
         let given = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
+        self.is(given.as_bytes())
+    }
+
+    /// The token `token`.
+    #[cfg(test)]
+    pub(crate) fn new(token: &str) -> Self {
+        Self(Some(token.into()))
+    }
+
+    /// Whether a token is set and `given` is it.
+    pub(crate) fn is(&self, given: &[u8]) -> bool {
+        let Some(token) = &self.0 else { return false };
         // Compared in time that does not depend on where the first difference is.
         given.len() == token.len()
-            && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+            && given.iter().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
     }
 }
 

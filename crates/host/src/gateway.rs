@@ -28,6 +28,7 @@ use crate::error::{ErrorKind, RequestError, Source};
 use crate::metrics::{Level, Raised, RouteMetrics};
 use crate::path::PathRules;
 use crate::router::{Match, Router};
+use crate::split::Split;
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
 mod build;
@@ -58,6 +59,16 @@ enum Action {
     Respond(Response<Bytes>),
     /// An upstream, the request proxied as it came (`upstream`).
     Upstream(UpstreamTarget),
+    /// One of several targets, chosen per request (`split`).
+    Split(Arc<Split<SplitTarget>>),
+}
+
+/// One target of a split: a worker or an upstream, and its decision counters.
+#[derive(Debug)]
+struct SplitTarget {
+    action: Action,
+    /// `edgegate_split_total{route,target,by}`, by [`By`] in declaration order.
+    decided: [metrics::Counter; 4],
 }
 
 /// A route's upstream.
@@ -96,6 +107,8 @@ pub struct Gateway {
     /// TLS session cache and ticket keys, kept across reloads so sessions stay resumable;
     /// with `[server.tls]` only.
     sessions: Option<crate::tls::Sessions>,
+    /// The admin token, which a split's override header needs.
+    pub(crate) token: crate::admin::Token,
 }
 
 /// One version of the configuration, whole: workers loaded, routes compiled, upstream pools
@@ -164,6 +177,8 @@ struct Logged<'a> {
     usage: Usage,
     /// Time to the upstream's response head.
     upstream_time: Option<Duration>,
+    /// The split target chosen, on a split route.
+    target: Option<&'a str>,
 }
 
 impl Gateway {
@@ -299,7 +314,22 @@ impl Gateway {
         logged.metrics = Some(&route.target.metrics);
         let span = tracing::Span::current();
         span.record("route", route.name.as_str());
-        let target = match &route.target.action {
+        let mut action = &route.target.action;
+        if let Action::Split(split) = action {
+            let (name, chosen, by) = split.choose(&parts, &self.token);
+            chosen.decided[by as usize].increment(1);
+            logged.target = Some(name);
+            action = &chosen.action;
+        }
+        // The override's headers name a target and carry the admin token: neither goes on.
+        parts.headers.remove(crate::split::OVERRIDE);
+        parts.headers.remove(crate::split::OVERRIDE_TOKEN);
+        let target = match action {
+            // Building gives a split only workers and upstreams as targets.
+            Action::Split(_) => {
+                let internal = ErrorKind::Exec(edgegate_runtime::ExecErrorKind::Internal);
+                return Err(RequestError::new(internal, "a split inside a split"));
+            }
             Action::Respond(fixed) => return Ok(fixed.clone().map(|b| Either::Left(Full::new(b)))),
             Action::Upstream(target) => {
                 let body =
@@ -487,6 +517,7 @@ fn access_log(access: &Access<'_>) {
     let worker = logged.worker.unwrap_or("-");
     let digest = logged.digest.unwrap_or("-");
     let upstream = logged.upstream.unwrap_or("-");
+    let target = logged.target.unwrap_or("-");
     let (tls, alpn) = access.conn.tls.map_or(("-", "-"), |t| (t.version, t.alpn));
     let duration_us = access.elapsed.as_micros() as u64;
     let cpu_us = logged.usage.cpu.as_micros() as u64;
@@ -504,6 +535,7 @@ fn access_log(access: &Access<'_>) {
                 %method,
                 path,
                 route,
+                target,
                 worker,
                 digest,
                 upstream,

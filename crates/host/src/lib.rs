@@ -42,6 +42,7 @@ pub mod path;
 mod pool;
 pub mod router;
 pub mod size;
+mod split;
 mod tls;
 mod trace;
 mod upstream;

@@ -131,6 +131,11 @@ const METRICS: &[(&str, Kind, &str)] = &[
         "Client connections the gateway closed: a timeout (handshake, header block, idle), a client that stopped reading, or a drain",
     ),
     (
+        "edgegate_split_total",
+        Kind::Counter,
+        "Split routes' decisions, by route, target and how (override, rule, sticky, random)",
+    ),
+    (
         "edgegate_tls_handshakes_total",
         Kind::Counter,
         "TLS handshakes completed, by version and ALPN protocol",

@@ -184,6 +184,7 @@ mod tests {
             methods: methods.iter().map(|m| m.to_string()).collect(),
             worker: Some("w".into()),
             upstream: None,
+            split: None,
             respond: None,
         }
     }

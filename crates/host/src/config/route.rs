@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 
+use super::split::SplitConfig;
 use super::{Config, ConfigError};
 
 /// `[[routes]]`: which requests go to which worker.
@@ -26,6 +27,9 @@ pub struct RouteConfig {
     /// An upstream (`[upstreams.NAME]`) the request is proxied to as it came, with no
     /// worker: a plain reverse proxy through the upstream's pool.
     pub upstream: Option<String>,
+    /// Several targets, chosen per request by rules, then by weight, sticky on a key
+    /// (`[routes.split]`).
+    pub split: Option<SplitConfig>,
     /// A fixed answer the gateway gives by itself, with no worker (and without reading the
     /// request body): a health or placeholder route, or a baseline for what the gateway
     /// costs without Wasm.
@@ -71,12 +75,20 @@ pub(super) fn validate(
         }
         _ => {}
     }
-    let targets = [route.worker.is_some(), route.upstream.is_some(), route.respond.is_some()];
+    let targets = [
+        route.worker.is_some(),
+        route.upstream.is_some(),
+        route.respond.is_some(),
+        route.split.is_some(),
+    ];
     if targets.iter().filter(|t| **t).count() != 1 {
         return at(
             format!("routes[{i}]"),
-            "needs exactly one of `worker`, `upstream` and `respond`",
+            "needs exactly one of `worker`, `upstream`, `split` and `respond`",
         );
+    }
+    if let Some(split) = &route.split {
+        super::split::validate(i, split, config, file)?;
     }
     if let Some(upstream) = &route.upstream
         && !config.upstreams.contains_key(upstream)

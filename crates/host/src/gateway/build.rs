@@ -15,7 +15,8 @@ use arc_swap::ArcSwap;
 use edgegate_runtime::Worker;
 
 use super::{
-    Action, Background, Gateway, Gauges, RequestIds, Snapshot, Target, UpstreamTarget, WorkerTarget,
+    Action, Background, Gateway, Gauges, RequestIds, Snapshot, SplitTarget, Target, UpstreamTarget,
+    WorkerTarget,
 };
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
 use crate::fetch::WorkerFetcher;
@@ -24,6 +25,7 @@ use crate::metrics::RouteMetrics;
 use crate::origin::Origin;
 use crate::pool::{Pool, PoolSettings};
 use crate::router::Router;
+use crate::split::{By, Split};
 use crate::upstream::Upstream;
 
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
@@ -93,6 +95,7 @@ impl Gateway {
             runtime,
             reloads: tokio::sync::Mutex::new(super::reload::Reloads { builtins }),
             sessions,
+            token: crate::admin::Token::from_env(),
         })
     }
 }
@@ -293,28 +296,50 @@ impl Steps<'_> {
     ) -> Router<Target> {
         let config = &self.loaded.config;
         let server_limit = config.server.max_request_body.bytes();
-        Router::new(&config.routes, |name, route| match (&route.respond, &route.upstream) {
-            (Some(respond), _) => Target {
-                action: Action::Respond(fixed_response(respond)),
-                metrics: Arc::new(RouteMetrics::new(name, "-")),
-            },
-            // Validation made sure the route names an upstream, or a worker, that exists.
-            (None, Some(upstream)) => Target {
-                action: Action::Upstream(UpstreamTarget {
-                    upstream: upstreams[upstream].clone(),
-                    body_limit: server_limit,
-                }),
-                metrics: Arc::new(RouteMetrics::new(name, "-")),
-            },
-            (None, None) => {
-                let (worker, grants) = workers[route.worker.as_deref().unwrap_or_default()].clone();
-                let body_limit = worker.limits().request_body.min(server_limit);
-                let metrics = Arc::new(RouteMetrics::new(name, worker.name()));
-                Target {
-                    action: Action::Worker(WorkerTarget { worker, body_limit, grants }),
-                    metrics,
+        // Validation made sure each route names workers and upstreams that exist.
+        let worker = |name: &str| {
+            let (worker, grants) = workers[name].clone();
+            let body_limit = worker.limits().request_body.min(server_limit);
+            Action::Worker(WorkerTarget { worker, body_limit, grants })
+        };
+        let upstream = |name: &str| {
+            Action::Upstream(UpstreamTarget {
+                upstream: upstreams[name].clone(),
+                body_limit: server_limit,
+            })
+        };
+        Router::new(&config.routes, |name, route| {
+            let action = match (&route.respond, &route.upstream, &route.split, &route.worker) {
+                (Some(respond), ..) => Action::Respond(fixed_response(respond)),
+                (_, Some(name), ..) => upstream(name),
+                (.., Some(split), _) => {
+                    let targets = split
+                        .targets
+                        .iter()
+                        .map(|t| SplitTarget {
+                            action: match (&t.worker, &t.upstream) {
+                                (Some(w), _) => worker(w),
+                                (None, u) => upstream(u.as_deref().unwrap_or_default()),
+                            },
+                            decided: [By::Override, By::Rule, By::Sticky, By::Random].map(|by| {
+                                metrics::counter!(
+                                    "edgegate_split_total",
+                                    "route" => name.to_owned(),
+                                    "target" => t.name.clone(),
+                                    "by" => by.label(),
+                                )
+                            }),
+                        })
+                        .collect();
+                    Action::Split(Arc::new(Split::new(split, name, targets)))
                 }
-            }
+                (.., w) => worker(w.as_deref().unwrap_or_default()),
+            };
+            let label = match &action {
+                Action::Worker(target) => target.worker.name().to_owned(),
+                _ => "-".to_owned(),
+            };
+            Target { action, metrics: Arc::new(RouteMetrics::new(name, &label)) }
         })
     }
 }

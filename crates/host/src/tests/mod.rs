@@ -20,6 +20,7 @@ mod forward;
 mod jwks;
 mod reload;
 mod servers;
+mod split;
 
 const BUILTINS: &[(&str, &[u8])] = edgegate_guests::BUILTIN;
 

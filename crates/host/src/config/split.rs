@@ -1,0 +1,173 @@
+//! `[routes.split]`: a route whose requests go to one of several targets (workers or
+//! upstreams), by rules first and then by weight, sticky on a key. How a target is chosen is
+//! in crate::split.
+
+use serde::Deserialize;
+
+use super::{Config, ConfigError};
+
+/// `[routes.split]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitConfig {
+    /// The targets, in order: the weighted split gives each its share of the buckets in this
+    /// order, so raising a later target's weight moves users only toward it.
+    pub targets: Vec<SplitTargetConfig>,
+    /// Rules tried in order before the weights: the first that matches picks its target.
+    #[serde(default)]
+    pub rules: Vec<SplitRuleConfig>,
+    /// What keeps a user on one side: a cookie or a header. Without one, or when the request
+    /// lacks it, the split is random per request.
+    pub sticky: Option<StickyConfig>,
+    /// Mixed into the hash with the key, so two routes split the same users differently.
+    /// Default: the route's name.
+    pub salt: Option<String>,
+}
+
+/// One target of a split.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitTargetConfig {
+    /// Its name in rules, metrics, logs and the override header.
+    pub name: String,
+    /// The worker that serves it. One of `worker` and `upstream`.
+    pub worker: Option<String>,
+    /// The upstream it proxies to.
+    pub upstream: Option<String>,
+    /// Its share of the weighted split, relative to the others'; 0 takes only what rules
+    /// and the override send. Default 0.
+    #[serde(default)]
+    pub weight: u32,
+}
+
+/// A rule: where the request matches, which target it goes to. Exactly one of `header`,
+/// `cookie`, `query` and `user_agent`; `user_agent` matches a substring, or a regular
+/// expression with `regex = true`; the others match `value` exactly or `prefix`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitRuleConfig {
+    /// A request header's name.
+    pub header: Option<String>,
+    /// A cookie's name.
+    pub cookie: Option<String>,
+    /// A query parameter's name.
+    pub query: Option<String>,
+    /// A substring of the `User-Agent` (or a regular expression, with `regex`).
+    pub user_agent: Option<String>,
+    /// `user_agent` is a regular expression.
+    #[serde(default)]
+    pub regex: bool,
+    /// The exact value the header, cookie or parameter must have.
+    pub value: Option<String>,
+    /// A prefix of the value instead.
+    pub prefix: Option<String>,
+    /// The target it sends to.
+    pub target: String,
+}
+
+/// The sticky key.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StickyConfig {
+    /// A cookie's value.
+    pub cookie: Option<String>,
+    /// A request header's value.
+    pub header: Option<String>,
+}
+
+/// Checks `routes[i].split`.
+pub(super) fn validate(
+    i: usize,
+    split: &SplitConfig,
+    config: &Config,
+    file: &str,
+) -> Result<(), ConfigError> {
+    let at = |field: String, message: String| {
+        Err(ConfigError::at(file, format!("routes[{i}].split.{field}"), message))
+    };
+    if split.targets.is_empty() {
+        return at("targets".into(), "must name at least one target".into());
+    }
+    for (t, target) in split.targets.iter().enumerate() {
+        let key = |field: &str| format!("targets[{t}].{field}");
+        if split.targets[..t].iter().any(|other| other.name == target.name) {
+            return at(key("name"), format!("`{}` is named twice", target.name));
+        }
+        match (&target.worker, &target.upstream) {
+            (Some(worker), None) if !config.workers.contains_key(worker) => {
+                return at(key("worker"), format!("no worker named `{worker}` in [workers]"));
+            }
+            (None, Some(upstream)) if !config.upstreams.contains_key(upstream) => {
+                return at(
+                    key("upstream"),
+                    format!("no upstream named `{upstream}` in [upstreams]"),
+                );
+            }
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => {
+                return at(
+                    format!("targets[{t}]"),
+                    "needs exactly one of `worker` and `upstream`".into(),
+                );
+            }
+        }
+    }
+    if split.targets.iter().all(|t| t.weight == 0) {
+        return at("targets".into(), "at least one target needs a weight above 0".into());
+    }
+    for (r, rule) in split.rules.iter().enumerate() {
+        let key = |field: &str| format!("rules[{r}].{field}");
+        if !split.targets.iter().any(|t| t.name == rule.target) {
+            return at(key("target"), format!("no target named `{}`", rule.target));
+        }
+        let on = [&rule.header, &rule.cookie, &rule.query, &rule.user_agent];
+        if on.iter().filter(|o| o.is_some()).count() != 1 {
+            return at(
+                format!("rules[{r}]"),
+                "needs exactly one of `header`, `cookie`, `query` and `user_agent`".into(),
+            );
+        }
+        match &rule.user_agent {
+            Some(pattern) => {
+                if rule.value.is_some() || rule.prefix.is_some() {
+                    return at(
+                        format!("rules[{r}]"),
+                        "a `user_agent` rule takes no `value` or `prefix`".into(),
+                    );
+                }
+                if rule.regex
+                    && let Err(e) = regex::Regex::new(pattern)
+                {
+                    return at(key("user_agent"), format!("not a regular expression: {e}"));
+                }
+            }
+            None => {
+                if rule.value.is_some() == rule.prefix.is_some() {
+                    return at(
+                        format!("rules[{r}]"),
+                        "needs exactly one of `value` and `prefix`".into(),
+                    );
+                }
+                if rule.regex {
+                    return at(key("regex"), "applies to `user_agent` rules only".into());
+                }
+                if let Some(name) = &rule.header
+                    && http::HeaderName::from_bytes(name.as_bytes()).is_err()
+                {
+                    return at(key("header"), format!("`{name}` is not a header name"));
+                }
+            }
+        }
+    }
+    if let Some(sticky) = &split.sticky {
+        if sticky.cookie.is_some() == sticky.header.is_some() {
+            return at("sticky".into(), "needs exactly one of `cookie` and `header`".into());
+        }
+        if let Some(name) = &sticky.header
+            && http::HeaderName::from_bytes(name.as_bytes()).is_err()
+        {
+            return at("sticky.header".into(), format!("`{name}` is not a header name"));
+        }
+    }
+    Ok(())
+}
