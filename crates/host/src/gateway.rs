@@ -63,12 +63,30 @@ enum Action {
     Split(Arc<Split<SplitTarget>>),
 }
 
-/// One target of a split: a worker or an upstream, and its decision counters.
+/// One target of a split: a worker or an upstream, and its counters.
 #[derive(Debug)]
 struct SplitTarget {
     action: Action,
-    /// `edgegate_split_total{route,target,by}`, by [`By`] in declaration order.
+    /// `edgegate_split_total{route,target,by}`, by [`By`](crate::split::By) in declaration
+    /// order.
     decided: [metrics::Counter; 4],
+    /// The route's name, for the fallback counter.
+    route: String,
+    /// This target's name.
+    name: String,
+}
+
+impl SplitTarget {
+    /// Counts a request that falls back to this target after the other failed with `reason`.
+    fn fell_back(&self, reason: &'static str) {
+        metrics::counter!(
+            "edgegate_split_fallbacks_total",
+            "route" => self.route.clone(),
+            "target" => self.name.clone(),
+            "reason" => reason,
+        )
+        .increment(1);
+    }
 }
 
 /// A route's upstream.
@@ -315,57 +333,86 @@ impl Gateway {
         let span = tracing::Span::current();
         span.record("route", route.name.as_str());
         let mut action = &route.target.action;
+        let mut fallback = None;
         if let Action::Split(split) = action {
             let (name, chosen, by) = split.choose(&parts, &self.token);
             chosen.decided[by as usize].increment(1);
             logged.target = Some(name);
             action = &chosen.action;
+            fallback = split.fallback(name).filter(|_| parts.method.is_idempotent());
         }
         // The override's headers name a target and carry the admin token: neither goes on.
         parts.headers.remove(crate::split::OVERRIDE);
         parts.headers.remove(crate::split::OVERRIDE_TOKEN);
-        let target = match action {
+        let body_limit = match action {
+            Action::Respond(fixed) => return Ok(fixed.clone().map(|b| Either::Left(Full::new(b)))),
+            Action::Worker(target) => target.body_limit,
+            Action::Upstream(target) => target.body_limit,
             // Building gives a split only workers and upstreams as targets.
             Action::Split(_) => {
                 let internal = ErrorKind::Exec(edgegate_runtime::ExecErrorKind::Internal);
                 return Err(RequestError::new(internal, "a split inside a split"));
             }
-            Action::Respond(fixed) => return Ok(fixed.clone().map(|b| Either::Left(Full::new(b)))),
-            Action::Upstream(target) => {
-                let body =
-                    read_body(&parts.headers, body, target.body_limit, &snapshot.server).await?;
-                let forward = Forward {
-                    upstream: target.upstream.name().to_owned(),
-                    edits: Vec::new(),
-                    request: GuestRequest {
-                        method: parts.method,
-                        uri: parts.uri,
-                        headers: parts.headers,
-                        body,
-                        tls: conn.tls.is_some(),
-                    },
-                };
-                return proxy(&target.upstream, forward, conn, snapshot, logged).await;
-            }
-            Action::Worker(target) => target,
         };
-        logged.worker = Some(target.worker.name());
-        logged.digest = Some(target.worker.short_digest());
-        span.record("worker", target.worker.name());
-        span.record("worker.digest", target.worker.short_digest());
-
-        let body = read_body(&parts.headers, body, target.body_limit, &snapshot.server).await?;
-        let guest = GuestRequest {
+        let body = read_body(&parts.headers, body, body_limit, &snapshot.server).await?;
+        let request = GuestRequest {
             method: parts.method,
             uri: parts.uri,
             headers: parts.headers,
             body,
             tls: conn.tls.is_some(),
         };
+        // A copy for the fallback (the body is shared, not copied).
+        let retry = fallback.map(|target| (target, request.clone()));
+        match self.serve(action, request, conn, id, snapshot, logged).await {
+            Err(error) if matches!(error.kind, ErrorKind::Exec(_)) && retry.is_some() => {
+                let Some(((name, target), request)) = retry else { return Err(error) };
+                target.fell_back(error.kind.code());
+                tracing::warn!(
+                    route = %route.name,
+                    from = logged.target.unwrap_or("-"),
+                    to = name,
+                    error = error.kind.code(),
+                    "split fallback: the worker failed before answering"
+                );
+                logged.target = Some(name);
+                self.serve(&target.action, request, conn, id, snapshot, logged).await
+            }
+            result => result,
+        }
+    }
+
+    /// Serves `request` with a worker or an upstream.
+    async fn serve<'a>(
+        &'a self,
+        action: &'a Action,
+        request: GuestRequest,
+        conn: ConnInfo,
+        id: RequestId,
+        snapshot: &'a Snapshot,
+        logged: &mut Logged<'a>,
+    ) -> Result<Response<ResponseBody>, RequestError> {
+        let target = match action {
+            Action::Worker(target) => target,
+            Action::Upstream(target) => {
+                let upstream = target.upstream.name().to_owned();
+                let forward = Forward { upstream, edits: Vec::new(), request };
+                return proxy(&target.upstream, forward, conn, snapshot, logged).await;
+            }
+            Action::Respond(_) | Action::Split(_) => {
+                let internal = ErrorKind::Exec(edgegate_runtime::ExecErrorKind::Internal);
+                return Err(RequestError::new(internal, "not a worker or an upstream"));
+            }
+        };
+        logged.worker = Some(target.worker.name());
+        logged.digest = Some(target.worker.short_digest());
+        let span = tracing::Span::current();
+        span.record("worker", target.worker.name());
+        span.record("worker.digest", target.worker.short_digest());
         // The slot is held while the guest runs, not while an upstream answers.
         let outcome = {
             let _slot = self.acquire(snapshot.server.queue_timeout).await?;
-            let (outcome, usage) = target.worker.handle_measured(guest, id).await;
+            let (outcome, usage) = target.worker.handle_measured(request, id).await;
             logged.usage = usage;
             outcome?
         };

@@ -136,6 +136,11 @@ const METRICS: &[(&str, Kind, &str)] = &[
         "Split routes' decisions, by route, target and how (override, rule, sticky, random)",
     ),
     (
+        "edgegate_split_fallbacks_total",
+        Kind::Counter,
+        "Requests a split's worker failed before answering, served by the fallback target, by reason",
+    ),
+    (
         "edgegate_tls_handshakes_total",
         Kind::Counter,
         "TLS handshakes completed, by version and ALPN protocol",

@@ -37,6 +37,8 @@ pub(crate) struct Split<T> {
     rules: Vec<Rule>,
     /// Each target's name, the end of its bucket range (exclusive), and the target.
     targets: Vec<(String, u32, T)>,
+    /// The target a failed worker's idempotent request is tried again on.
+    fallback: Option<usize>,
 }
 
 /// How a target was chosen, for the metrics.
@@ -110,8 +112,16 @@ impl<T> Split<T> {
                 (None, cookie) => Key::Cookie(cookie.clone().unwrap_or_default()),
             }),
             rules: config.rules.iter().map(|r| rule(r, index(&r.target))).collect(),
+            fallback: config.fallback.as_deref().map(index),
             targets,
         }
+    }
+
+    /// The fallback target, and its name, for a request `chosen` served first; none when
+    /// `chosen` is the fallback itself.
+    pub(crate) fn fallback(&self, chosen: &str) -> Option<(&str, &T)> {
+        let (name, _, target) = &self.targets[self.fallback?];
+        (name != chosen).then_some((name.as_str(), target))
     }
 
     /// The target for the request in `parts`, its name, and how it was chosen. `token` is

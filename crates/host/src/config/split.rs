@@ -22,6 +22,9 @@ pub struct SplitConfig {
     /// Mixed into the hash with the key, so two routes split the same users differently.
     /// Default: the route's name.
     pub salt: Option<String>,
+    /// A target to try a request again on when a worker fails it (a trap, a limit, an error
+    /// of the runtime) before answering: GET, HEAD, OPTIONS, PUT, DELETE and TRACE only.
+    pub fallback: Option<String>,
 }
 
 /// One target of a split.
@@ -158,6 +161,11 @@ pub(super) fn validate(
                 }
             }
         }
+    }
+    if let Some(fallback) = &split.fallback
+        && !split.targets.iter().any(|t| &t.name == fallback)
+    {
+        return at("fallback".into(), format!("no target named `{fallback}`"));
     }
     if let Some(sticky) = &split.sticky {
         if sticky.cookie.is_some() == sticky.header.is_some() {

@@ -321,6 +321,8 @@ impl Steps<'_> {
                                 (Some(w), _) => worker(w),
                                 (None, u) => upstream(u.as_deref().unwrap_or_default()),
                             },
+                            route: name.to_owned(),
+                            name: t.name.clone(),
                             decided: [By::Override, By::Rule, By::Sticky, By::Random].map(|by| {
                                 metrics::counter!(
                                     "edgegate_split_total",

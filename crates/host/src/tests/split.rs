@@ -211,3 +211,57 @@ async fn a_split_naming_what_does_not_exist_is_refused() {
         "{error}"
     );
 }
+
+/// A split whose `wasm` side is the hostile worker, falling back to the legacy upstream.
+fn fallback_config(legacy: &Upstream) -> String {
+    format!(
+        r#"
+        [runtime]
+        cache = false
+
+        [workers.hostile]
+        module = "{hostile}"
+
+        [upstreams.node]
+        url = "http://{legacy}"
+
+        [[routes]]
+        name = "api"
+        prefix = "/api"
+
+        [routes.split]
+        targets = [
+          {{ name = "legacy", upstream = "node", weight = 0 }},
+          {{ name = "wasm", worker = "hostile", weight = 100 }},
+        ]
+        fallback = "legacy"
+        "#,
+        hostile = edgegate_guests::HOSTILE,
+        legacy = legacy.addr,
+    )
+}
+
+#[tokio::test]
+async fn a_worker_that_fails_falls_back_for_idempotent_methods_only() {
+    let (legacy, _) = sides().await;
+    let site = Site::new(&fallback_config(&legacy));
+    let g = site.gateway().await;
+    let call = |method: Method, path: &str| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "h")
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    };
+    // The worker answers: no fallback.
+    assert_eq!(send(&g, call(Method::GET, "/api/ok")).await.2, "ok");
+    // It traps before answering: a GET is served by the legacy side.
+    let (status, _, body) = send(&g, call(Method::GET, "/api/trap")).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "legacy"));
+    assert_eq!(send(&g, call(Method::PUT, "/api/panic")).await.2, "legacy", "PUT is idempotent");
+    // A POST is not tried twice: the worker's failure is the answer.
+    let (status, _, body) = send(&g, call(Method::POST, "/api/trap")).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert_eq!(legacy.requests().len(), 2, "the fallbacks, and nothing else, reached legacy");
+}
