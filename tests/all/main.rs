@@ -15,6 +15,7 @@ mod observability;
 mod reload;
 mod requests;
 mod shutdown;
+mod split;
 mod support;
 mod tls;
 mod toolchain;

@@ -36,7 +36,7 @@ pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
 pub use route::{RespondConfig, RouteConfig};
 pub use runtime::RuntimeSection;
 pub use server::ServerConfig;
-pub use split::{SplitConfig, SplitRuleConfig, SplitTargetConfig, StickyConfig};
+pub use split::{ShadowConfig, SplitConfig, SplitRuleConfig, SplitTargetConfig, StickyConfig};
 pub use tls::{CertificateConfig, ClientAuthConfig, TlsConfig, TlsVersion};
 pub use upstream::{DEMO_ORIGIN, FetchSection, UpstreamConfig};
 pub use worker::{WorkerConfig, WorkerLimits};

@@ -28,6 +28,7 @@ use crate::error::{ErrorKind, RequestError, Source};
 use crate::metrics::{Level, Raised, RouteMetrics};
 use crate::path::PathRules;
 use crate::router::{Match, Router};
+use crate::shadow::{Digested, Shadow};
 use crate::split::Split;
 use crate::upstream::{ConnInfo, Upstream, UpstreamBody};
 
@@ -41,7 +42,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the gateway answers with: a body it has whole (a worker's response, an error), or an
 /// upstream's, streamed.
-pub type ResponseBody = Either<Full<Bytes>, UpstreamBody>;
+pub type ResponseBody = Either<Full<Bytes>, Digested<UpstreamBody>>;
 
 /// What a route leads to, and its metrics.
 #[derive(Debug, Clone)]
@@ -112,7 +113,7 @@ struct WorkerTarget {
 #[derive(Debug)]
 pub struct Gateway {
     current: ArcSwap<Snapshot>,
-    pub(crate) permits: Semaphore,
+    pub(crate) permits: Arc<Semaphore>,
     ids: RequestIds,
     /// The metrics of requests no route matched.
     unrouted: RouteMetrics,
@@ -300,7 +301,7 @@ impl Gateway {
 
     async fn dispatch<'a, B>(
         &'a self,
-        snapshot: &'a Snapshot,
+        snapshot: &'a Arc<Snapshot>,
         request: Request<B>,
         conn: ConnInfo,
         id: RequestId,
@@ -333,13 +334,14 @@ impl Gateway {
         let span = tracing::Span::current();
         span.record("route", route.name.as_str());
         let mut action = &route.target.action;
-        let mut fallback = None;
+        let (mut fallback, mut shadow) = (None, None);
         if let Action::Split(split) = action {
             let (name, chosen, by) = split.choose(&parts, &self.token);
             chosen.decided[by as usize].increment(1);
             logged.target = Some(name);
             action = &chosen.action;
             fallback = split.fallback(name).filter(|_| parts.method.is_idempotent());
+            shadow = split.shadow(name);
         }
         // The override's headers name a target and carry the admin token: neither goes on.
         parts.headers.remove(crate::split::OVERRIDE);
@@ -362,9 +364,20 @@ impl Gateway {
             body,
             tls: conn.tls.is_some(),
         };
-        // A copy for the fallback (the body is shared, not copied).
+        // Copies for the fallback and the shadow (the body is shared, not copied).
         let retry = fallback.map(|target| (target, request.clone()));
-        match self.serve(action, request, conn, id, snapshot, logged).await {
+        let shadow = shadow.and_then(|(target, shadow)| {
+            let place = shadow.place(&request.method, request.body.len())?;
+            let mut copy = request.clone();
+            copy.headers.insert("x-edgegate-shadow", HeaderValue::from_static("1"));
+            Some(Shadowing {
+                action: target.action.clone(),
+                shadow: shadow.clone(),
+                place,
+                request: copy,
+            })
+        });
+        let served = match self.serve(action, request, conn, id, snapshot, logged).await {
             Err(error) if matches!(error.kind, ErrorKind::Exec(_)) && retry.is_some() => {
                 let Some(((name, target), request)) = retry else { return Err(error) };
                 target.fell_back(error.kind.code());
@@ -376,10 +389,78 @@ impl Gateway {
                     "split fallback: the worker failed before answering"
                 );
                 logged.target = Some(name);
-                self.serve(&target.action, request, conn, id, snapshot, logged).await
+                // The fallback's answer is not the side the shadow compares with.
+                return self.serve(&target.action, request, conn, id, snapshot, logged).await;
             }
             result => result,
+        };
+        match (served, shadow) {
+            (Ok(response), Some(shadowing)) => {
+                Ok(self.shadow(shadowing, response, conn, id, snapshot.clone()).await)
+            }
+            (served, _) => served,
         }
+    }
+
+    /// Starts the shadow of a request whose primary answered `response`, and returns the
+    /// response, its body tapped for the comparison. The shadow runs on its own task.
+    async fn shadow(
+        &self,
+        shadowing: Shadowing,
+        response: Response<ResponseBody>,
+        conn: ConnInfo,
+        id: RequestId,
+        snapshot: Arc<Snapshot>,
+    ) -> Response<ResponseBody> {
+        let Shadowing { action, shadow, place, request } = shadowing;
+        let (parts, body) = response.into_parts();
+        let (done, primary_body) = tokio::sync::oneshot::channel();
+        let body = match body {
+            // A worker's answer is whole already: hashed now.
+            Either::Left(full) => {
+                let bytes = full.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+                let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+                let _ = done.send(digest.as_ref().try_into().unwrap_or([0; 32]));
+                Either::Left(Full::new(bytes))
+            }
+            Either::Right(mut streamed) => {
+                streamed.tap(done);
+                Either::Right(streamed)
+            }
+        };
+        let status = parts.status.as_u16();
+        let primary_headers = parts.headers.clone();
+        let slot = match &action {
+            // A worker's shadow takes an instance slot if one is free, never waiting.
+            Action::Worker(_) => match self.permits.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    shadow.count(crate::shadow::Outcome::Skipped);
+                    return Response::from_parts(parts, body);
+                }
+            },
+            _ => None,
+        };
+        tokio::spawn(async move {
+            let _held = (place, slot);
+            let answered = tokio::time::timeout(shadow.timeout, async {
+                let response = shadow_answer(&action, request, conn, id, &snapshot).await?;
+                let (head, body) = response.into_parts();
+                let digest = crate::shadow::digest_of(body, SHADOW_BODY_CAP).await?;
+                Some(shadow.seen(head.status.as_u16(), &head.headers, digest))
+            })
+            .await;
+            let Ok(Some(seen)) = answered else {
+                return shadow.count(crate::shadow::Outcome::ShadowError);
+            };
+            // The client went away before the primary's body ended: nothing to compare.
+            let Ok(digest) = primary_body.await else {
+                return shadow.count(crate::shadow::Outcome::Skipped);
+            };
+            let primary = shadow.seen(status, &primary_headers, digest);
+            shadow.judge(&primary, &seen, &id.to_string());
+        });
+        Response::from_parts(parts, body)
     }
 
     /// Serves `request` with a worker or an upstream.
@@ -468,6 +549,48 @@ impl Snapshot {
     }
 }
 
+/// The most of a shadow's response body read for its hash; a longer one is a shadow error.
+const SHADOW_BODY_CAP: usize = 16 << 20;
+
+/// A request to shadow, and where.
+struct Shadowing {
+    action: Action,
+    shadow: Arc<Shadow>,
+    /// The shadow's place under the route's `concurrency`.
+    place: tokio::sync::OwnedSemaphorePermit,
+    request: GuestRequest,
+}
+
+/// The shadow target's answer to `request`: a worker's (or the upstream it forwards to), or
+/// an upstream's; `None` when it failed.
+async fn shadow_answer(
+    action: &Action,
+    request: GuestRequest,
+    conn: ConnInfo,
+    id: RequestId,
+    snapshot: &Snapshot,
+) -> Option<Response<ResponseBody>> {
+    let trust = snapshot.server.trust_forwarded;
+    let forward = match action {
+        Action::Upstream(target) => {
+            let upstream = target.upstream.name().to_owned();
+            let forward = Forward { upstream, edits: Vec::new(), request };
+            let response = target.upstream.send(forward, conn, trust).await.ok()?;
+            return Some(response.map(|body| Either::Right(Digested::new(body))));
+        }
+        Action::Worker(target) => match target.worker.handle_measured(request, id).await.0.ok()? {
+            GuestOutcome::Response(response) => {
+                return Some(response.map(|b| Either::Left(Full::new(b))));
+            }
+            GuestOutcome::Forward(forward) => (snapshot.granted(target, &forward).ok()?, forward),
+        },
+        Action::Respond(_) | Action::Split(_) => return None,
+    };
+    let (upstream, forward) = forward;
+    let response = upstream.send(forward, conn, trust).await.ok()?;
+    Some(response.map(|body| Either::Right(Digested::new(body))))
+}
+
 /// Proxies `forward` to `upstream` in its own span, timing it for the log.
 async fn proxy<'a>(
     upstream: &'a Upstream,
@@ -487,7 +610,7 @@ async fn proxy<'a>(
     let sent = upstream.send(forward, conn, snapshot.server.trust_forwarded);
     let response = sent.instrument(span).await;
     logged.upstream_time = Some(started.elapsed());
-    Ok(response?.map(Either::Right))
+    Ok(response?.map(|body| Either::Right(Digested::new(body))))
 }
 
 /// Puts the normal form of the path in `uri` (see [`crate::path`]), keeping the query.

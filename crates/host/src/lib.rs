@@ -41,6 +41,7 @@ mod origin;
 pub mod path;
 mod pool;
 pub mod router;
+mod shadow;
 pub mod size;
 mod split;
 mod tls;
@@ -53,4 +54,5 @@ mod tests;
 
 pub use gateway::{Builtins, Gateway, ReloadError, Reloaded, ResponseBody, runtime_config};
 pub use listener::{Server, shutdown_signal};
+pub use shadow::Digested;
 pub use upstream::{ConnInfo, TlsInfo, UpstreamBody};

@@ -141,6 +141,11 @@ const METRICS: &[(&str, Kind, &str)] = &[
         "Requests a split's worker failed before answering, served by the fallback target, by reason",
     ),
     (
+        "edgegate_shadow_total",
+        Kind::Counter,
+        "Split routes' shadows, by route and outcome (match, status_diff, header_diff, body_diff, shadow_error, skipped)",
+    ),
+    (
         "edgegate_tls_handshakes_total",
         Kind::Counter,
         "TLS handshakes completed, by version and ALPN protocol",

@@ -17,8 +17,11 @@ use http::HeaderName;
 use http::request::Parts;
 use regex::Regex;
 
+use std::sync::Arc;
+
 use crate::admin::Token;
 use crate::config::{SplitConfig, SplitRuleConfig};
+use crate::shadow::Shadow;
 
 /// Buckets the weights divide.
 pub(crate) const BUCKETS: u32 = 10_000;
@@ -39,6 +42,8 @@ pub(crate) struct Split<T> {
     targets: Vec<(String, u32, T)>,
     /// The target a failed worker's idempotent request is tried again on.
     fallback: Option<usize>,
+    /// The target requests are shadowed to, and how.
+    shadow: Option<(usize, Arc<Shadow>)>,
 }
 
 /// How a target was chosen, for the metrics.
@@ -113,8 +118,20 @@ impl<T> Split<T> {
             }),
             rules: config.rules.iter().map(|r| rule(r, index(&r.target))).collect(),
             fallback: config.fallback.as_deref().map(index),
+            shadow: config
+                .shadow
+                .as_ref()
+                .map(|s| (index(&s.target), Arc::new(Shadow::new(s, route)))),
             targets,
         }
+    }
+
+    /// The shadow target and settings for a request `chosen` served; none when `chosen` is
+    /// the shadow target itself.
+    pub(crate) fn shadow(&self, chosen: &str) -> Option<(&T, &Arc<Shadow>)> {
+        let (index, shadow) = self.shadow.as_ref()?;
+        let (name, _, target) = &self.targets[*index];
+        (name != chosen).then_some((target, shadow))
     }
 
     /// The fallback target, and its name, for a request `chosen` served first; none when

@@ -2,9 +2,12 @@
 //! upstreams), by rules first and then by weight, sticky on a key. How a target is chosen is
 //! in crate::split.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
 use super::{Config, ConfigError};
+use crate::size::ByteSize;
 
 /// `[routes.split]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -25,6 +28,56 @@ pub struct SplitConfig {
     /// A target to try a request again on when a worker fails it (a trap, a limit, an error
     /// of the runtime) before answering: GET, HEAD, OPTIONS, PUT, DELETE and TRACE only.
     pub fallback: Option<String>,
+    /// Send a copy of each request served by another target to this one, and compare.
+    pub shadow: Option<ShadowConfig>,
+}
+
+/// `[routes.split.shadow]`: copies of requests, sent to a target after the primary answered,
+/// their answers compared with the primary's.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShadowConfig {
+    /// The target the copies go to; requests it serves itself are not shadowed.
+    pub target: String,
+    /// The methods shadowed. Default `["GET", "HEAD"]`: a copy of a write would write twice.
+    #[serde(default = "ShadowConfig::default_methods")]
+    pub methods: Vec<String>,
+    /// A request body over this is not shadowed (counted `skipped`). Default 64KiB.
+    #[serde(default = "ShadowConfig::default_max_body")]
+    pub max_body: ByteSize,
+    /// How long a shadow may take, to the end of its body; past it, `shadow_error`.
+    /// Default 2s.
+    #[serde(default = "ShadowConfig::default_timeout", deserialize_with = "super::duration")]
+    pub timeout: Duration,
+    /// Shadows in flight at once at most; past it, `skipped`. Default 16.
+    #[serde(default = "ShadowConfig::default_concurrency")]
+    pub concurrency: usize,
+    /// The response headers compared, besides the status and the body. Default
+    /// `["content-type"]`.
+    #[serde(default = "ShadowConfig::default_compare_headers")]
+    pub compare_headers: Vec<String>,
+}
+
+impl ShadowConfig {
+    fn default_methods() -> Vec<String> {
+        vec!["GET".into(), "HEAD".into()]
+    }
+
+    fn default_max_body() -> ByteSize {
+        ByteSize(64 << 10)
+    }
+
+    fn default_timeout() -> Duration {
+        Duration::from_secs(2)
+    }
+
+    fn default_concurrency() -> usize {
+        16
+    }
+
+    fn default_compare_headers() -> Vec<String> {
+        vec!["content-type".into()]
+    }
 }
 
 /// One target of a split.
@@ -166,6 +219,29 @@ pub(super) fn validate(
         && !split.targets.iter().any(|t| &t.name == fallback)
     {
         return at("fallback".into(), format!("no target named `{fallback}`"));
+    }
+    if let Some(shadow) = &split.shadow {
+        if !split.targets.iter().any(|t| t.name == shadow.target) {
+            return at("shadow.target".into(), format!("no target named `{}`", shadow.target));
+        }
+        if let Some(bad) =
+            shadow.methods.iter().find(|m| http::Method::from_bytes(m.as_bytes()).is_err())
+        {
+            return at("shadow.methods".into(), format!("`{bad}` is not a method"));
+        }
+        if let Some(bad) = shadow
+            .compare_headers
+            .iter()
+            .find(|h| http::HeaderName::from_bytes(h.as_bytes()).is_err())
+        {
+            return at("shadow.compare_headers".into(), format!("`{bad}` is not a header name"));
+        }
+        if shadow.concurrency == 0 {
+            return at("shadow.concurrency".into(), "must be at least 1".into());
+        }
+        if shadow.timeout.is_zero() {
+            return at("shadow.timeout".into(), "must be longer than zero".into());
+        }
     }
     if let Some(sticky) = &split.sticky {
         if sticky.cookie.is_some() == sticky.header.is_some() {

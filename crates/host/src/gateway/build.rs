@@ -88,7 +88,7 @@ impl Gateway {
         super::reload::publish(None, &snapshot);
         Ok(Self {
             current: ArcSwap::from_pointee(snapshot),
-            permits: Semaphore::new(config.server.max_concurrency as usize),
+            permits: Arc::new(Semaphore::new(config.server.max_concurrency as usize)),
             ids: RequestIds::new(),
             unrouted: RouteMetrics::unrouted(),
             gauges: Gauges::register(config.server.max_concurrency),
