@@ -18,6 +18,7 @@
 //!     edgegate: "target/release/edgegate".into(),
 //!     node_dir: "bench/node".into(),
 //!     work: "/tmp/lab/work".into(),
+//!     tls: None,
 //! };
 //! let cpus = CpuPlan::new(&edgegate_bench::affinity::available_cpus()?, true);
 //! let results = lab::run(&lab::Plan::quick(), &env, &cpus)?;
