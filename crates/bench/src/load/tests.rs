@@ -6,11 +6,13 @@ use tokio::net::TcpListener;
 
 use super::*;
 
-/// A loopback HTTP/1.1 server on its own thread; `behave(n)` decides the status of the n-th
-/// request (from 0) and how long it is held before it is answered.
-fn server(behave: impl Fn(u64) -> (u16, Duration) + Send + Sync + 'static) -> SocketAddr {
-    let behave = Arc::new(behave);
-    let count = Arc::new(AtomicU64::new(0));
+/// A loopback listener on its own thread and runtime, each accepted connection handed to
+/// `connection` on its own task.
+fn listen<F, Fut>(connection: F) -> SocketAddr
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     std_listener.set_nonblocking(true).unwrap();
     let addr = std_listener.local_addr().unwrap();
@@ -20,26 +22,34 @@ fn server(behave: impl Fn(u64) -> (u16, Duration) + Send + Sync + 'static) -> So
             let listener = TcpListener::from_std(std_listener).unwrap();
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
-                let (behave, count) = (behave.clone(), count.clone());
-                tokio::spawn(async move {
-                    let service = service_fn(move |_req| {
-                        let (status, hold) = behave(count.fetch_add(1, Ordering::Relaxed));
-                        async move {
-                            tokio::time::sleep(hold).await;
-                            let mut response = http::Response::new(Full::new(Bytes::from("ok")));
-                            *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
-                            Ok::<_, Infallible>(response)
-                        }
-                    });
-                    let io = TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .await;
-                });
+                tokio::spawn(connection(stream));
             }
         });
     });
     addr
+}
+
+/// A loopback HTTP/1.1 server on its own thread; `behave(n)` decides the status of the n-th
+/// request (from 0) and how long it is held before it is answered.
+fn server(behave: impl Fn(u64) -> (u16, Duration) + Send + Sync + 'static) -> SocketAddr {
+    let behave = Arc::new(behave);
+    let count = Arc::new(AtomicU64::new(0));
+    listen(move |stream| {
+        let (behave, count) = (behave.clone(), count.clone());
+        async move {
+            let service = service_fn(move |_req| {
+                let (status, hold) = behave(count.fetch_add(1, Ordering::Relaxed));
+                async move {
+                    tokio::time::sleep(hold).await;
+                    let mut response = http::Response::new(Full::new(Bytes::from("ok")));
+                    *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let io = TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+        }
+    })
 }
 
 fn get() -> Arc<[RequestTemplate]> {
@@ -270,31 +280,21 @@ mod closed_loop {
         config.ticketer = rustls::crypto::ring::Ticketer::new().unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let kinds: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        std_listener.set_nonblocking(true).unwrap();
-        let addr = std_listener.local_addr().unwrap();
         let counted = kinds.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async move {
-                let listener = TcpListener::from_std(std_listener).unwrap();
-                loop {
-                    let (stream, _) = listener.accept().await.unwrap();
-                    let (acceptor, kinds) = (acceptor.clone(), counted.clone());
-                    tokio::spawn(async move {
-                        let Ok(stream) = acceptor.accept(stream).await else { return };
-                        let resumed = stream.get_ref().1.handshake_kind()
-                            == Some(rustls::HandshakeKind::Resumed);
-                        kinds[usize::from(resumed)].fetch_add(1, Ordering::Relaxed);
-                        let service = service_fn(|_req| async {
-                            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from("ok"))))
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-            });
+        let addr = listen(move |stream| {
+            let (acceptor, kinds) = (acceptor.clone(), counted.clone());
+            async move {
+                let Ok(stream) = acceptor.accept(stream).await else { return };
+                let resumed =
+                    stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                kinds[usize::from(resumed)].fetch_add(1, Ordering::Relaxed);
+                let service = service_fn(|_req| async {
+                    Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from("ok"))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            }
         });
         (addr, Arc::new(roots), kinds)
     }
