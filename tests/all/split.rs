@@ -2,6 +2,7 @@
 //! kind of difference counted, a shadow that hangs or fails changing nothing for the client,
 //! a POST not shadowed, a body over the cap skipped.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,31 @@ fn metric(gw: &Gateway, outcome: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A configuration whose `/api` route sends everything to `legacy` (weight `weight`, `wasm`
+/// none) and shadows it to `wasm` with `shadow` (more keys of the shadow table).
+fn config(legacy: SocketAddr, wasm: SocketAddr, weight: u32, shadow: &str) -> String {
+    format!(
+        r#"
+        [upstreams.node]
+        url = "http://{legacy}"
+
+        [upstreams.edge]
+        url = "http://{wasm}"
+
+        [[routes]]
+        name = "api"
+        prefix = "/api"
+
+        [routes.split]
+        targets = [
+          {{ name = "legacy", upstream = "node", weight = {weight} }},
+          {{ name = "wasm", upstream = "edge" }},
+        ]
+        shadow = {{ target = "wasm"{shadow} }}
+        "#
+    )
+}
+
 #[test]
 fn the_shadow_counts_each_difference_and_never_touches_the_client() {
     let legacy = serve_http(|_, _| answer(200, "text/plain", "same"));
@@ -50,26 +76,7 @@ fn the_shadow_counts_each_difference_and_never_touches_the_client() {
             _ => answer(200, "text/plain", "same"),
         }
     });
-    let config = format!(
-        r#"
-        [upstreams.node]
-        url = "http://{legacy}"
-
-        [upstreams.edge]
-        url = "http://{wasm}"
-
-        [[routes]]
-        name = "api"
-        prefix = "/api"
-
-        [routes.split]
-        targets = [
-          {{ name = "legacy", upstream = "node", weight = 100 }},
-          {{ name = "wasm", upstream = "edge" }},
-        ]
-        shadow = {{ target = "wasm", timeout = "300ms", max_body = "1KiB" }}
-        "#
-    );
+    let config = config(legacy, wasm, 100, ", timeout = \"300ms\", max_body = \"1KiB\"");
     let gw = Gateway::start(&config);
     for path in ["/api/same", "/api/status", "/api/header", "/api/body"] {
         let reply = get(gw.addr, path);
@@ -107,26 +114,7 @@ fn the_shadow_counts_each_difference_and_never_touches_the_client() {
 fn a_shadow_target_that_is_down_changes_nothing_for_the_client() {
     let legacy = serve_http(|_, _| answer(200, "text/plain", "legacy"));
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let config = format!(
-        r#"
-        [upstreams.node]
-        url = "http://{legacy}"
-
-        [upstreams.edge]
-        url = "http://{closed}"
-
-        [[routes]]
-        name = "api"
-        prefix = "/api"
-
-        [routes.split]
-        targets = [
-          {{ name = "legacy", upstream = "node", weight = 1 }},
-          {{ name = "wasm", upstream = "edge" }},
-        ]
-        shadow = {{ target = "wasm" }}
-        "#
-    );
+    let config = config(legacy, closed, 1, "");
     let gw = Gateway::start(&config);
     for _ in 0..5 {
         assert_eq!(get(gw.addr, "/api/x").text(), "legacy");
