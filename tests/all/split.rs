@@ -1,10 +1,13 @@
 //! A split route's shadow through the real binary, against two real loopback upstreams: each
 //! kind of difference counted, a shadow that hangs or fails changing nothing for the client,
-//! a POST not shadowed, a body over the cap skipped.
+//! a POST not shadowed, a body over the cap skipped. And claim rules, with what became of
+//! each request's token counted.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use edgegate_testkit::{HMAC_SECRET, Signer, now};
 
 use crate::support::{Gateway, Seen, get, http, serve_http};
 
@@ -22,7 +25,12 @@ fn path(seen: &Seen) -> String {
 }
 
 fn metric(gw: &Gateway, outcome: &str) -> u64 {
-    let line = format!("edgegate_shadow_total{{route=\"api\",outcome=\"{outcome}\"}} ");
+    counter(gw, &format!("edgegate_shadow_total{{route=\"api\",outcome=\"{outcome}\"}}"))
+}
+
+/// The value of the counter `series` (its name and labels, as exposed), 0 when absent.
+fn counter(gw: &Gateway, series: &str) -> u64 {
+    let line = format!("{series} ");
     get(gw.admin, "/metrics")
         .text()
         .lines()
@@ -124,4 +132,58 @@ fn a_shadow_target_that_is_down_changes_nothing_for_the_client() {
         assert!(Instant::now() < deadline, "{}", metric(&gw, "shadow_error"));
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A claim rule through the real binary, with the worker's key from the environment: only a
+/// verified token's claim picks the target, and each token's fate is counted.
+#[test]
+fn a_claim_rule_routes_verified_tokens_and_counts_the_rest() {
+    let legacy = serve_http(|_, _| answer(200, "text/plain", "legacy"));
+    let wasm = serve_http(|_, _| answer(200, "text/plain", "wasm"));
+    let config = format!(
+        r#"
+        [upstreams.node]
+        url = "http://{legacy}"
+
+        [upstreams.edge]
+        url = "http://{wasm}"
+
+        [workers.auth]
+        module = "builtin:auth-router"
+
+        [workers.auth.jwt]
+        [[workers.auth.jwt.keys]]
+        alg = "HS256"
+        secret_env = "SPLIT_TEST_SECRET"
+
+        [[routes]]
+        name = "api"
+        prefix = "/api"
+
+        [routes.split]
+        jwt = "auth"
+        rules = [{{ claim = "plan", value = "beta", target = "wasm" }}]
+        targets = [
+          {{ name = "legacy", upstream = "node", weight = 1 }},
+          {{ name = "wasm", upstream = "edge" }},
+        ]
+        "#
+    );
+    let secret = std::str::from_utf8(HMAC_SECRET).unwrap();
+    let gw = Gateway::start_with(&config, &[], &[("SPLIT_TEST_SECRET", secret)]);
+    let claims = serde_json::json!({"plan": "beta", "exp": now() + 60});
+    let beta = format!("Bearer {}", Signer::hs256().token(None, &claims));
+    let other = Signer::hmac(edgegate_runtime::keys::Alg::Hs256, &[1; 32]);
+    let forged = format!("Bearer {}", other.token(None, &claims));
+    let side = |auth: &[(&str, &str)]| http(gw.addr, "GET", "/api/x", auth, b"").text();
+    assert_eq!(side(&[("authorization", &beta)]), "wasm");
+    assert_eq!(side(&[("authorization", &beta)]), "wasm");
+    assert_eq!(side(&[("authorization", &forged)]), "legacy");
+    assert_eq!(side(&[]), "legacy");
+    let claims = |outcome: &str| {
+        counter(&gw, &format!("edgegate_split_claims_total{{route=\"api\",outcome=\"{outcome}\"}}"))
+    };
+    assert_eq!([claims("verified"), claims("invalid"), claims("missing")], [2, 1, 1]);
+    let by_rule = "edgegate_split_total{route=\"api\",target=\"wasm\",by=\"rule\"}";
+    assert_eq!(counter(&gw, by_rule), 2);
 }

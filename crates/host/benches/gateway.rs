@@ -104,6 +104,19 @@ fn bench(c: &mut Criterion) {
             worker = "forwarder"
 
             [[routes]]
+            path = "/split/header"
+            [routes.split]
+            targets = [{{ name = "a", worker = "echo", weight = 1 }}, {{ name = "b", worker = "echo", weight = 1 }}]
+            sticky = {{ header = "x-user" }}
+
+            [[routes]]
+            path = "/split/claim"
+            [routes.split]
+            targets = [{{ name = "a", worker = "echo", weight = 1 }}, {{ name = "b", worker = "echo", weight = 1 }}]
+            jwt = "auth"
+            sticky = {{ claim = "sub" }}
+
+            [[routes]]
             prefix = "/"
             worker = "auth"
 
@@ -127,7 +140,8 @@ fn bench(c: &mut Criterion) {
         let mut request = http::Request::builder().uri(path).header("host", "api.example");
         if let Some(token) = token {
             request = request.header("authorization", format!("Bearer {token}"));
-        } else if !body.is_empty() {
+        }
+        if !body.is_empty() {
             request = request.method("POST");
         }
         let request = request.body(Full::new(Bytes::from_static(body))).unwrap();
@@ -143,6 +157,8 @@ fn bench(c: &mut Criterion) {
     assert_eq!(run("/orders", Some(&hs_token), b""), (200, Bytes::from_static(br#"{"ok":true}"#)));
     assert_eq!(run("/orders", Some(&rs_token), b"").0, 200);
     assert_eq!(run("/h/forward", Some("not-checked"), b"").0, 200);
+    assert_eq!(run("/split/header", None, b"{}").0, 200);
+    assert_eq!(run("/split/claim", Some(&rs_token), b"{}").0, 200);
     let (status, value) = run("/kv/user:7", None, b"");
     assert_eq!((status, value.len()), (200, 256));
 
@@ -153,6 +169,13 @@ fn bench(c: &mut Criterion) {
     group
         .bench_function("forward-only", |b| b.iter(|| run("/h/forward", Some("not-checked"), b"")));
     group.bench_function("kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
+    // A split's choice: at random (no key), and on a claim of a token the host verifies.
+    group.bench_function("split-random", |b| b.iter(|| run("/split/header", None, b"{}")));
+    for (name, token) in
+        [("split-sticky-claim-HS256", &hs_token), ("split-sticky-claim-RS256", &rs_token)]
+    {
+        group.bench_function(name, |b| b.iter(|| run("/split/claim", Some(token), b"{}")));
+    }
     {
         let _runtime = rt.enter();
         edgegate_host::metrics::install().unwrap();

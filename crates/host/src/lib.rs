@@ -22,6 +22,7 @@
 
 pub mod admin;
 mod authority;
+mod claims;
 mod client;
 pub mod config;
 mod connection;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  override header (with the admin token)? ─▶ that target
-//!  rules, in order: header / cookie / query / User-Agent matches? ─▶ the rule's target
+//!  rules, in order: header / cookie / query / claim / User-Agent matches? ─▶ the rule's target
 //!  weights: bucket = FNV-1a-64(salt ‖ sticky key) mod 10 000 (random without a key)
 //!           targets own consecutive ranges of buckets, in declaration order
 //! ```
@@ -12,14 +12,20 @@
 //! ranges follow the declaration order, raising a later target's weight only moves the top
 //! of the earlier ranges to it: a ramp from 10 % to 50 % moves users toward the new side and
 //! none back.
+//!
+//! Claims come from the bearer token, verified in the host with the keys and policy of the
+//! worker the split's `jwt` names (crate::claims), only when a rule or the sticky key reads
+//! one.
+
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use http::HeaderName;
 use http::request::Parts;
 use regex::Regex;
 
-use std::sync::Arc;
-
 use crate::admin::Token;
+use crate::claims::{ClaimSource, Claims};
 use crate::config::{SplitConfig, SplitRuleConfig};
 use crate::shadow::Shadow;
 
@@ -44,6 +50,8 @@ pub(crate) struct Split<T> {
     fallback: Option<usize>,
     /// The target requests are shadowed to, and how.
     shadow: Option<(usize, Arc<Shadow>)>,
+    /// What verifies the token claim rules and a claim sticky key read.
+    claims: Option<ClaimSource>,
 }
 
 /// How a target was chosen, for the metrics.
@@ -76,6 +84,7 @@ enum Key {
     Header(HeaderName),
     Cookie(String),
     Query(String),
+    Claim(String),
     UserAgent,
 }
 
@@ -96,8 +105,13 @@ struct Rule {
 
 impl<T> Split<T> {
     /// The split of `config` (validated) over `targets`, one per `config.targets`, in order;
-    /// `route` is the default salt.
-    pub(crate) fn new(config: &SplitConfig, route: &str, targets: Vec<T>) -> Self {
+    /// `route` is the default salt. `claims` verifies tokens when `config` reads claims.
+    pub(crate) fn new(
+        config: &SplitConfig,
+        route: &str,
+        targets: Vec<T>,
+        claims: Option<ClaimSource>,
+    ) -> Self {
         let total: u64 = config.targets.iter().map(|t| u64::from(t.weight)).sum();
         let mut sum = 0u64;
         let targets = config
@@ -112,9 +126,10 @@ impl<T> Split<T> {
         let index = |name: &str| config.targets.iter().position(|t| t.name == name).unwrap_or(0);
         Self {
             salt: config.salt.as_deref().unwrap_or(route).as_bytes().to_vec(),
-            sticky: config.sticky.as_ref().map(|s| match (&s.header, &s.cookie) {
-                (Some(header), _) => Key::Header(header_name(header)),
-                (None, cookie) => Key::Cookie(cookie.clone().unwrap_or_default()),
+            sticky: config.sticky.as_ref().map(|s| match (&s.header, &s.claim, &s.cookie) {
+                (Some(header), ..) => Key::Header(header_name(header)),
+                (_, Some(claim), _) => Key::Claim(claim.clone()),
+                (.., cookie) => Key::Cookie(cookie.clone().unwrap_or_default()),
             }),
             rules: config.rules.iter().map(|r| rule(r, index(&r.target))).collect(),
             fallback: config.fallback.as_deref().map(index),
@@ -123,6 +138,7 @@ impl<T> Split<T> {
                 .as_ref()
                 .map(|s| (index(&s.target), Arc::new(Shadow::new(s, route)))),
             targets,
+            claims,
         }
     }
 
@@ -158,12 +174,21 @@ impl<T> Split<T> {
         {
             return (i, By::Override);
         }
+        let claims = Claims::new(self.claims.as_ref(), headers);
         for rule in &self.rules {
-            if value(&rule.on, parts).is_some_and(|v| rule.matcher.matches(v)) {
+            let matches = match &rule.on {
+                Key::Claim(name) => claims.values(name).iter().any(|v| rule.matcher.matches(v)),
+                on => value(on, parts).is_some_and(|v| rule.matcher.matches(v)),
+            };
+            if matches {
                 return (rule.target, By::Rule);
             }
         }
-        let (bucket, by) = match self.sticky.as_ref().and_then(|k| value(k, parts)) {
+        let key = self.sticky.as_ref().and_then(|key| match key {
+            Key::Claim(name) => claims.key(name),
+            on => value(on, parts).map(Cow::Borrowed),
+        });
+        let (bucket, by) = match key {
             Some(key) => (bucket(&self.salt, key.as_bytes()), By::Sticky),
             None => ((getrandom::u64().unwrap_or(0) % u64::from(BUCKETS)) as u32, By::Random),
         };
@@ -185,10 +210,11 @@ fn header_name(name: &str) -> HeaderName {
 }
 
 fn rule(config: &SplitRuleConfig, target: usize) -> Rule {
-    let on = match (&config.header, &config.cookie, &config.query) {
+    let on = match (&config.header, &config.cookie, &config.query, &config.claim) {
         (Some(header), ..) => Key::Header(header_name(header)),
-        (_, Some(cookie), _) => Key::Cookie(cookie.clone()),
-        (.., Some(query)) => Key::Query(query.clone()),
+        (_, Some(cookie), ..) => Key::Cookie(cookie.clone()),
+        (_, _, Some(query), _) => Key::Query(query.clone()),
+        (.., Some(claim)) => Key::Claim(claim.clone()),
         _ => Key::UserAgent,
     };
     let matcher = match (&config.user_agent, &config.value, &config.prefix) {
@@ -215,9 +241,10 @@ impl Matcher {
 }
 
 /// The request's value at `key`: a header, a cookie, a query parameter (the first of its
-/// name; not percent-decoded), the User-Agent.
+/// name; not percent-decoded), the User-Agent. Claims are read through [`Claims`].
 fn value<'a>(key: &Key, parts: &'a Parts) -> Option<&'a str> {
     match key {
+        Key::Claim(_) => None,
         Key::Header(name) => parts.headers.get(name)?.to_str().ok(),
         Key::UserAgent => parts.headers.get(http::header::USER_AGENT)?.to_str().ok(),
         Key::Cookie(name) => parts

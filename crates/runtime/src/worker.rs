@@ -151,6 +151,11 @@ impl Worker {
         &self.inner.shared.limits
     }
 
+    /// The keys its `jws_verify` checks signatures with, if it has any.
+    pub fn keys(&self) -> Option<&Keys> {
+        self.inner.shared.keys.as_ref()
+    }
+
     /// What the module speaks and needs.
     pub fn module_info(&self) -> &ModuleInfo {
         &self.inner.info

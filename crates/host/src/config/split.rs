@@ -30,6 +30,9 @@ pub struct SplitConfig {
     pub fallback: Option<String>,
     /// Send a copy of each request served by another target to this one, and compare.
     pub shadow: Option<ShadowConfig>,
+    /// The worker whose `[workers.NAME.jwt]` (keys and policy) verifies the bearer token
+    /// that `claim` rules and a `claim` sticky key read. Required when they are used.
+    pub jwt: Option<String>,
 }
 
 /// `[routes.split.shadow]`: copies of requests, sent to a target after the primary answered,
@@ -97,8 +100,8 @@ pub struct SplitTargetConfig {
 }
 
 /// A rule: where the request matches, which target it goes to. Exactly one of `header`,
-/// `cookie`, `query` and `user_agent`; `user_agent` matches a substring, or a regular
-/// expression with `regex = true`; the others match `value` exactly or `prefix`.
+/// `cookie`, `query`, `claim` and `user_agent`; `user_agent` matches a substring, or a
+/// regular expression with `regex = true`; the others match `value` exactly or `prefix`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SplitRuleConfig {
@@ -108,6 +111,10 @@ pub struct SplitRuleConfig {
     pub cookie: Option<String>,
     /// A query parameter's name.
     pub query: Option<String>,
+    /// A claim of the verified bearer token (see [`SplitConfig::jwt`]): a string, any
+    /// string of an array, or a number's or boolean's JSON text. A token that does not
+    /// verify matches no claim rule.
+    pub claim: Option<String>,
     /// A substring of the `User-Agent` (or a regular expression, with `regex`).
     pub user_agent: Option<String>,
     /// `user_agent` is a regular expression.
@@ -129,6 +136,8 @@ pub struct StickyConfig {
     pub cookie: Option<String>,
     /// A request header's value.
     pub header: Option<String>,
+    /// A claim of the verified bearer token (see [`SplitConfig::jwt`]), such as `sub`.
+    pub claim: Option<String>,
 }
 
 /// Checks `routes[i].split`.
@@ -176,11 +185,11 @@ pub(super) fn validate(
         if !split.targets.iter().any(|t| t.name == rule.target) {
             return at(key("target"), format!("no target named `{}`", rule.target));
         }
-        let on = [&rule.header, &rule.cookie, &rule.query, &rule.user_agent];
+        let on = [&rule.header, &rule.cookie, &rule.query, &rule.claim, &rule.user_agent];
         if on.iter().filter(|o| o.is_some()).count() != 1 {
             return at(
                 format!("rules[{r}]"),
-                "needs exactly one of `header`, `cookie`, `query` and `user_agent`".into(),
+                "needs exactly one of `header`, `cookie`, `query`, `claim` and `user_agent`".into(),
             );
         }
         match &rule.user_agent {
@@ -207,10 +216,8 @@ pub(super) fn validate(
                 if rule.regex {
                     return at(key("regex"), "applies to `user_agent` rules only".into());
                 }
-                if let Some(name) = &rule.header
-                    && http::HeaderName::from_bytes(name.as_bytes()).is_err()
-                {
-                    return at(key("header"), format!("`{name}` is not a header name"));
+                if let Some(bad) = rule.header.as_deref().filter(|h| !is_header_name(h)) {
+                    return at(key("header"), format!("`{bad}` is not a header name"));
                 }
             }
         }
@@ -229,11 +236,7 @@ pub(super) fn validate(
         {
             return at("shadow.methods".into(), format!("`{bad}` is not a method"));
         }
-        if let Some(bad) = shadow
-            .compare_headers
-            .iter()
-            .find(|h| http::HeaderName::from_bytes(h.as_bytes()).is_err())
-        {
+        if let Some(bad) = shadow.compare_headers.iter().find(|h| !is_header_name(h)) {
             return at("shadow.compare_headers".into(), format!("`{bad}` is not a header name"));
         }
         if shadow.concurrency == 0 {
@@ -244,14 +247,40 @@ pub(super) fn validate(
         }
     }
     if let Some(sticky) = &split.sticky {
-        if sticky.cookie.is_some() == sticky.header.is_some() {
-            return at("sticky".into(), "needs exactly one of `cookie` and `header`".into());
+        let on = [&sticky.cookie, &sticky.header, &sticky.claim];
+        if on.iter().filter(|o| o.is_some()).count() != 1 {
+            return at(
+                "sticky".into(),
+                "needs exactly one of `cookie`, `header` and `claim`".into(),
+            );
         }
-        if let Some(name) = &sticky.header
-            && http::HeaderName::from_bytes(name.as_bytes()).is_err()
-        {
-            return at("sticky.header".into(), format!("`{name}` is not a header name"));
+        if let Some(bad) = sticky.header.as_deref().filter(|h| !is_header_name(h)) {
+            return at("sticky.header".into(), format!("`{bad}` is not a header name"));
         }
     }
-    Ok(())
+    let reads_claims = split.rules.iter().any(|r| r.claim.is_some())
+        || split.sticky.as_ref().is_some_and(|s| s.claim.is_some());
+    match &split.jwt {
+        None if reads_claims => at(
+            "jwt".into(),
+            "claim rules and a claim sticky key need `jwt`: the worker whose \
+             [workers.NAME.jwt] verifies the token"
+                .into(),
+        ),
+        Some(_) if !reads_claims => {
+            at("jwt".into(), "no rule or sticky key reads a claim: remove it".into())
+        }
+        Some(worker) => match config.workers.get(worker) {
+            None => at("jwt".into(), format!("no worker named `{worker}` in [workers]")),
+            Some(w) if w.jwt.is_none() => {
+                at("jwt".into(), format!("worker `{worker}` has no [workers.{worker}.jwt]"))
+            }
+            Some(_) => Ok(()),
+        },
+        None => Ok(()),
+    }
+}
+
+fn is_header_name(name: &str) -> bool {
+    http::HeaderName::from_bytes(name.as_bytes()).is_ok()
 }

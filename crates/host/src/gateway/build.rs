@@ -18,6 +18,7 @@ use super::{
     Action, Background, Gateway, Gauges, RequestIds, Snapshot, SplitTarget, Target, UpstreamTarget,
     WorkerTarget,
 };
+use crate::claims::ClaimSource;
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
 use crate::fetch::WorkerFetcher;
 use crate::kv::Mode as KvMode;
@@ -333,7 +334,12 @@ impl Steps<'_> {
                             }),
                         })
                         .collect();
-                    Action::Split(Arc::new(Split::new(split, name, targets)))
+                    // Validation made sure `jwt` names a worker with a `[workers.W.jwt]`.
+                    let claims = split.jwt.as_ref().and_then(|w| {
+                        let keys = workers[w].0.keys()?.clone();
+                        Some(ClaimSource::new(keys, config.workers[w].jwt.as_ref()?, name))
+                    });
+                    Action::Split(Arc::new(Split::new(split, name, targets, claims)))
                 }
                 (.., w) => worker(w.as_deref().unwrap_or_default()),
             };

@@ -1,8 +1,10 @@
 //! Split routes through the gateway, to two real loopback upstreams that say who they are:
 //! the weighted ratio, stickiness across requests and reloads, a ramp that moves users one
-//! way only, the rules, and the override header.
+//! way only, the rules, claims of a verified token, and the override header.
 
 use std::io::Write;
+
+use edgegate_testkit::{Signer, now};
 
 use super::servers::Upstream;
 use super::*;
@@ -264,4 +266,129 @@ async fn a_worker_that_fails_falls_back_for_idempotent_methods_only() {
     let (status, _, body) = send(&g, call(Method::POST, "/api/trap")).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     assert_eq!(legacy.requests().len(), 2, "the fallbacks, and nothing else, reached legacy");
+}
+
+/// Split-table keys that read claims, verified by worker `auth`'s keys (`Signer::hs256()` as
+/// `k1`) and policy (issuer `https://id.example`), after `split`.
+fn with_claims(split: &str) -> String {
+    let jwk = Signer::hs256().jwk(Some("k1")).to_string();
+    format!(
+        r#"
+        jwt = "auth"
+        {split}
+
+        [workers.auth]
+        module = "builtin:echo-json"
+
+        [workers.auth.jwt]
+        issuer = "https://id.example"
+
+        [[workers.auth.jwt.keys]]
+        jwk = '{jwk}'
+        "#
+    )
+}
+
+/// A bearer token for `claims` (with the issuer and `exp` in a minute unless given) signed
+/// by `signer`.
+fn bearer(signer: &Signer, claims: serde_json::Value) -> String {
+    let mut all = serde_json::json!({"iss": "https://id.example", "exp": now() + 60});
+    all.as_object_mut().unwrap().extend(claims.as_object().unwrap().clone());
+    format!("Bearer {}", signer.token(Some("k1"), &all))
+}
+
+#[tokio::test]
+async fn claim_rules_match_only_a_token_the_worker_would_accept() {
+    let sides = sides().await;
+    let rules = r#"rules = [
+          { claim = "plan", value = "beta", target = "wasm" },
+          { claim = "groups", prefix = "canary-", target = "wasm" },
+          { claim = "tier", value = "2", target = "wasm" },
+        ]"#;
+    let site = Site::new(&config(&sides, 0, &with_claims(rules)));
+    let g = site.gateway().await;
+    let ours = Signer::hs256();
+    let on = |claims| {
+        let token = bearer(&ours, claims);
+        let g = &g;
+        async move { side(g, &[("authorization", &token)]).await }
+    };
+    use serde_json::json;
+    assert_eq!(on(json!({"plan": "beta"})).await, "wasm");
+    let escaped =
+        format!(r#"{{"iss":"https://id.example","exp":{},"plan":"b\u0065ta"}}"#, now() + 60);
+    let escaped = format!("Bearer {}", ours.raw_token(r#"{"alg":"HS256","kid":"k1"}"#, &escaped));
+    assert_eq!(side(&g, &[("authorization", &escaped)]).await, "wasm", "decoded escapes");
+    assert_eq!(
+        on(json!({"groups": ["staff", "canary-eu"]})).await,
+        "wasm",
+        "any string of an array"
+    );
+    assert_eq!(on(json!({"tier": 2})).await, "wasm", "a number by its JSON text");
+    assert_eq!(on(json!({"plan": "free", "groups": ["staff"], "tier": 1})).await, "legacy");
+    assert_eq!(side(&g, &[]).await, "legacy", "no token");
+    // Tokens the worker would refuse carry no claims.
+    let forged = Signer::hmac(edgegate_runtime::keys::Alg::Hs256, &[9; 32]);
+    let refused = [
+        bearer(&forged, json!({"plan": "beta"})),
+        bearer(&ours, json!({"plan": "beta", "exp": now() - 3600})),
+        bearer(&ours, json!({"plan": "beta", "iss": "https://evil.example"})),
+        format!("Basic {}", &bearer(&ours, json!({"plan": "beta"}))[7..]),
+    ];
+    for token in &refused {
+        assert_eq!(side(&g, &[("authorization", token)]).await, "legacy", "{token}");
+    }
+    let token = bearer(&ours, json!({"plan": "beta"}));
+    let twice = [("authorization", token.as_str()), ("authorization", token.as_str())];
+    assert_eq!(side(&g, &twice).await, "legacy", "two Authorization headers");
+}
+
+#[tokio::test]
+async fn a_claim_sticky_key_keeps_a_user_on_one_side_and_an_unverified_one_is_random() {
+    let sides = sides().await;
+    let site = Site::new(&config(&sides, 30, &with_claims("sticky = { claim = \"sub\" }")));
+    let g = site.gateway().await;
+    let ours = Signer::hs256();
+    let token = |sub: &str, exp: i64| bearer(&ours, serde_json::json!({"sub": sub, "exp": exp}));
+    let mut wasm = 0;
+    for i in 0..10_000 {
+        let user = user(i);
+        let first = side(&g, &[("authorization", &token(&user, now() + 60))]).await;
+        if i < 200 {
+            // Another token of the same user, or the same token with a forged sub header
+            // beside it: the same side.
+            let again = side(&g, &[("authorization", &token(&user, now() + 120))]).await;
+            assert_eq!(again, first, "{user}");
+        }
+        wasm += usize::from(first == "wasm");
+    }
+    let share = wasm as f64 / 10_000.0;
+    assert!((share - 0.30).abs() <= 0.02, "{share} on the 30 % side");
+    // A forged token for one user: no claims, so a random side per request, both seen.
+    let forged = Signer::hmac(edgegate_runtime::keys::Alg::Hs256, &[9; 32]);
+    let forged = bearer(&forged, serde_json::json!({"sub": "user-1"}));
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        seen.insert(side(&g, &[("authorization", &forged)]).await);
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_split_reading_claims_needs_a_worker_with_keys() {
+    let sides = sides().await;
+    let claim_rule = "rules = [{ claim = \"plan\", value = \"beta\", target = \"wasm\" }]";
+    for (split, key) in [
+        (claim_rule.to_owned(), "routes[0].split.jwt"),
+        (format!("jwt = \"nobody\"\n{claim_rule}"), "routes[0].split.jwt"),
+        (
+            "jwt = \"auth\"\n[workers.auth]\nmodule = \"builtin:echo-json\"".to_owned(),
+            "routes[0].split.jwt",
+        ),
+        ("sticky = { claim = \"sub\", cookie = \"uid\" }".to_owned(), "routes[0].split.sticky"),
+    ] {
+        let error =
+            Loaded::from_text(&config(&sides, 10, &split), "t.toml", PathBuf::new()).unwrap_err();
+        assert_eq!(error.key.as_deref(), Some(key), "{split}: {error}");
+    }
 }

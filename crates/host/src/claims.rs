@@ -1,0 +1,188 @@
+//! A split's view of the request's bearer token: verified in the host, with the keys and the
+//! policy of the worker its `jwt` names, so that rules and the sticky key can read its claims.
+//!
+//! ```text
+//!  Authorization: Bearer h.p.s ─▶ edgegate_sdk::jwt::verify ─▶ claims ─▶ claim rules, sticky key
+//!                                  (the worker's [workers.W.jwt]:       (a token that does not
+//!                                   its KeySet, issuer, audiences,       verify has no claims:
+//!                                   leeway, required claims, size cap)   no rule matches it)
+//! ```
+//!
+//! The check is the SDK's own `verify`, compiled natively, over the same [`KeySet`] the
+//! worker's `jws_verify` reads: a token routes by its claims exactly when the worker would
+//! accept it. A forged or expired token cannot choose a target. The token is verified at most
+//! once per request, and only when a rule or the sticky key asks for a claim.
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use edgegate_runtime::Keys;
+use edgegate_runtime::keys::{Alg, KeySet, VerifyError};
+use edgegate_sdk::jwt::json::{JsonStr, Value};
+use edgegate_sdk::jwt::{self, Jwt, Validation, Verifier};
+use http::HeaderMap;
+use metrics::Counter;
+
+use crate::config::JwtConfig;
+
+/// What became of a request's token at a split, for `edgegate_split_claims_total{outcome}`.
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Verified,
+    /// No `Authorization: Bearer` header.
+    Missing,
+    /// A token the worker would refuse (401).
+    Invalid,
+    /// Keys unavailable right now (a JWKS URL down past its staleness).
+    Unavailable,
+}
+
+impl Outcome {
+    const ALL: [Self; 4] = [Self::Verified, Self::Missing, Self::Invalid, Self::Unavailable];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Verified => "verified",
+            Self::Missing => "missing",
+            Self::Invalid => "invalid",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// The keys and policy a split verifies tokens with: a worker's.
+#[derive(Debug)]
+pub(crate) struct ClaimSource {
+    keys: Keys,
+    validation: Validation,
+    outcomes: [Counter; 4],
+}
+
+impl ClaimSource {
+    /// Verifies with `keys` under `policy` (a worker's `[workers.W.jwt]`), counting outcomes
+    /// for `route`.
+    pub(crate) fn new(keys: Keys, policy: &JwtConfig, route: &str) -> Self {
+        let validation = Validation {
+            issuer: policy.issuer.clone(),
+            audiences: policy.audiences.clone(),
+            leeway: i64::try_from(policy.leeway.as_secs()).unwrap_or(i64::MAX),
+            required: policy.required_claims.clone(),
+            max_token_len: policy.max_token_bytes.bytes() as usize,
+        };
+        let outcomes = Outcome::ALL.map(|outcome| {
+            metrics::counter!(
+                "edgegate_split_claims_total",
+                "route" => route.to_owned(),
+                "outcome" => outcome.label(),
+            )
+        });
+        Self { keys, validation, outcomes }
+    }
+
+    /// The request's token, if it carries one that verifies.
+    fn verify(&self, headers: &HeaderMap) -> Option<Jwt> {
+        let (outcome, jwt) = match bearer(headers) {
+            Err(outcome) => (outcome, None),
+            Ok(token) => {
+                let set = self.keys.load();
+                match jwt::verify(token, &self.validation, &HostSet(&set), unix_now()) {
+                    Ok(jwt) => (Outcome::Verified, Some(jwt)),
+                    Err(jwt::Error::KeysUnavailable) => (Outcome::Unavailable, None),
+                    Err(error) => {
+                        tracing::debug!(error = error.code(), "split: the token does not verify");
+                        (Outcome::Invalid, None)
+                    }
+                }
+            }
+        };
+        self.outcomes[outcome as usize].increment(1);
+        jwt
+    }
+}
+
+/// One request's claims, verified on first use.
+pub(crate) struct Claims<'a> {
+    source: Option<&'a ClaimSource>,
+    headers: &'a HeaderMap,
+    jwt: OnceCell<Option<Jwt>>,
+}
+
+impl<'a> Claims<'a> {
+    /// The claims of the token in `headers`, verified by `source` when first read; none
+    /// without a source.
+    pub(crate) fn new(source: Option<&'a ClaimSource>, headers: &'a HeaderMap) -> Self {
+        Self { source, headers, jwt: OnceCell::new() }
+    }
+
+    fn jwt(&self) -> Option<&Jwt> {
+        self.jwt.get_or_init(|| self.source?.verify(self.headers)).as_ref()
+    }
+
+    /// The values of claim `name` a rule compares: a string's text, each string of an
+    /// array, a number's or a boolean's JSON text. None when the token did not verify.
+    pub(crate) fn values(&self, name: &str) -> Vec<Cow<'_, str>> {
+        let Some(value) = self.jwt().and_then(|jwt| jwt.claims().get(name)) else {
+            return Vec::new();
+        };
+        match value {
+            Value::Number(_) | Value::Bool(_) => vec![Cow::Borrowed(value.raw())],
+            _ => value.strings().map(text).collect(),
+        }
+    }
+
+    /// The sticky key claim `name` gives: a string's text, or any other value's JSON text as
+    /// signed. None when the token did not verify or lacks the claim.
+    pub(crate) fn key(&self, name: &str) -> Option<Cow<'_, str>> {
+        let value = self.jwt()?.claims().get(name)?;
+        Some(value.as_json_str().map_or(Cow::Borrowed(value.raw()), text))
+    }
+}
+
+/// A JSON string's text: borrowed, unless it has escapes to decode.
+fn text(s: JsonStr<'_>) -> Cow<'_, str> {
+    s.as_str().map_or_else(|| Cow::Owned(s.chars().collect()), Cow::Borrowed)
+}
+
+/// The token of the `Authorization: Bearer <token>` header (RFC 6750 §2.1; the scheme is
+/// case-insensitive), by the rules of `edgegate_sdk::jwt::bearer_token`: two `Authorization`
+/// headers are invalid, another scheme or an empty token is none.
+fn bearer(headers: &HeaderMap) -> Result<&str, Outcome> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+    let value = values.next().ok_or(Outcome::Missing)?;
+    if values.next().is_some() {
+        return Err(Outcome::Invalid);
+    }
+    let value = value.to_str().map_err(|_| Outcome::Invalid)?;
+    let (scheme, token) = value.split_once(' ').ok_or(Outcome::Missing)?;
+    let token = token.trim_matches(' ');
+    if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() {
+        Ok(token)
+    } else {
+        Err(Outcome::Missing)
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A worker's key set as the SDK's [`Verifier`].
+struct HostSet<'a>(&'a KeySet);
+
+impl Verifier for HostSet<'_> {
+    fn verify(
+        &self,
+        alg: Alg,
+        kid: Option<&[u8]>,
+        signing_input: &[u8],
+        signature: &[u8],
+    ) -> Result<(), jwt::Error> {
+        self.0.verify(kid, alg, signing_input, signature).map_err(|error| match error {
+            VerifyError::UnknownKey => jwt::Error::UnknownKid,
+            VerifyError::AlgorithmMismatch => jwt::Error::AlgMismatch,
+            VerifyError::BadSignature => jwt::Error::BadSignature,
+            VerifyError::Unavailable => jwt::Error::KeysUnavailable,
+        })
+    }
+}
