@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 
 /// A certificate authority, made now.
@@ -79,6 +79,11 @@ impl Authority {
         params.not_after = not_after;
         // Strict path builders (Python's `cryptography`, Go) want the issuer's key id.
         params.use_authority_key_identifier_extension = true;
+        // What a public CA's certificate says (testssl.sh flags their absence): an ECDSA key
+        // signs, for a TLS server, or a client when mTLS tests present one.
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages =
+            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Issued { cert_pem: format!("{}{}", cert.pem(), self.pem), key_pem: key.serialize_pem() })
