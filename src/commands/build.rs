@@ -2,10 +2,19 @@
 //!
 //! ```text
 //!  cargo build --target wasm32-unknown-unknown ─▶ <lib>.wasm ─▶ wasm-opt -Oz … ─▶ <lib>.opt.wasm
-//!  (rustup target add, when it is missing)          (raw)         (when found)        │
-//!                                                                     report ◀────────┘
-//!                                                       over the budget: exit 3
+//!  (in the crate's directory, so its             (raw)         (found, or installed   │
+//!   .cargo/config.toml applies; rustup                          once per user)        │
+//!   target add when the target is missing)                            report ◀────────┘
+//!                                               optimized and over the budget: exit 3
 //! ```
+//!
+//! Cargo reads `.cargo/config.toml` from the directory it runs in and those above, not from
+//! the manifest's: the build runs in the crate's directory wherever `edgegate build` was
+//! started, so the crate's 64 KiB stack setting always applies.
+//!
+//! The budget is for optimized modules. When no wasm-opt can be found or installed, the
+//! module is built unoptimized, with a warning, and the budget is not checked: a first build
+//! succeeds wherever cargo does.
 //!
 //! The crate may set its budget and extra wasm-opt flags in its manifest:
 //!
@@ -45,6 +54,9 @@ pub struct BuildCommand {
     /// Where to write the module. Default: next to cargo's output, as `<lib>.opt.wasm`.
     #[arg(long, short = 'o', value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Do not install wasm-opt when none is found: build unoptimized instead.
+    #[arg(long)]
+    no_install: bool,
 }
 
 /// A module over its budget: `main` exits [`OVER_BUDGET`] for it.
@@ -60,9 +72,11 @@ impl BuildCommand {
     /// Runs the build and prints the report.
     pub fn execute(self) -> anyhow::Result<()> {
         let manifest = manifest_path(&self.path)?;
-        let package = Package::of(&manifest)?;
-        ensure_target(manifest.parent().unwrap_or(Path::new(".")))?;
+        let dir = manifest.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let package = Package::of(&manifest, &dir)?;
+        ensure_target(&dir)?;
         let status = Command::new(cargo())
+            .current_dir(&dir)
             .args(["build", "--target", TARGET, "--profile", &self.profile])
             .arg("--manifest-path")
             .arg(&manifest)
@@ -77,9 +91,9 @@ impl BuildCommand {
             "bench" => "release",
             other => other,
         };
-        let dir = package.target_directory.join(TARGET).join(profile_dir);
-        let raw = dir.join(format!("{}.wasm", package.lib));
-        let out = self.out.unwrap_or_else(|| dir.join(format!("{}.opt.wasm", package.lib)));
+        let built = package.target_directory.join(TARGET).join(profile_dir);
+        let raw = built.join(format!("{}.wasm", package.lib));
+        let out = self.out.unwrap_or_else(|| built.join(format!("{}.opt.wasm", package.lib)));
         let raw_bytes =
             std::fs::read(&raw).with_context(|| format!("reading {}", raw.display()))?;
         if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -87,7 +101,13 @@ impl BuildCommand {
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
 
-        let optimizer = wasm_opt(manifest.parent().unwrap_or(Path::new(".")));
+        let optimizer = match super::tools::find_wasm_opt(&dir) {
+            Some(found) => Some(found),
+            None if self.no_install => None,
+            None => super::tools::install()
+                .inspect_err(|e| eprintln!("warning: could not install wasm-opt: {e:#}"))
+                .ok(),
+        };
         let optimized = match &optimizer {
             Some(wasm_opt) => {
                 let status = Command::new(wasm_opt)
@@ -107,7 +127,7 @@ impl BuildCommand {
             }
             None => {
                 eprintln!(
-                    "warning: wasm-opt not found (PATH, or node_modules/binaryen up from the crate: `npm install binaryen`); the module is NOT optimized"
+                    "warning: no wasm-opt (PATH, node_modules up from the crate, or `edgegate tools install`): the module is NOT optimized, and its budget is not checked"
                 );
                 std::fs::copy(&raw, &out).with_context(|| format!("writing {}", out.display()))?;
                 false
@@ -128,6 +148,9 @@ impl BuildCommand {
         }
         let budget = self.budget.or(package.budget).map(ByteSize::bytes);
         match budget {
+            Some(budget) if !optimized => {
+                println!("  budget:    {} (not checked: the module is unoptimized)", kb(budget))
+            }
             Some(budget) => println!(
                 "  budget:    {} ({})",
                 kb(budget),
@@ -149,7 +172,7 @@ impl BuildCommand {
             );
         }
         match budget {
-            Some(budget) if shown.size > budget => {
+            Some(budget) if optimized && shown.size > budget => {
                 Err(OverBudget { module: package.name, size: shown.size, budget }.into())
             }
             _ => Ok(()),
@@ -197,8 +220,10 @@ struct MetaTarget {
 }
 
 impl Package {
-    fn of(manifest: &Path) -> anyhow::Result<Self> {
+    /// The package of `manifest`, as cargo sees it from `dir` (where the build runs).
+    fn of(manifest: &Path, dir: &Path) -> anyhow::Result<Self> {
         let output = Command::new(cargo())
+            .current_dir(dir)
             .args(["metadata", "--format-version", "1", "--no-deps", "--manifest-path"])
             .arg(manifest)
             .output()
@@ -279,23 +304,4 @@ fn ensure_target(dir: &Path) -> anyhow::Result<()> {
             "the {TARGET} target is missing and rustup could not be run ({e}); install the target (e.g. `rustup target add {TARGET}`) and build again"
         ),
     }
-}
-
-/// wasm-opt: `$EDGEGATE_WASM_OPT`, then PATH, then an npm `binaryen` install in
-/// `node_modules` or `tools/node_modules` (this repository's `tools/install`) of `dir` or any
-/// directory above it.
-fn wasm_opt(dir: &Path) -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("EDGEGATE_WASM_OPT").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|p| p.join("wasm-opt")).find(|p| p.is_file())
-    });
-    on_path.or_else(|| {
-        dir.ancestors()
-            .flat_map(|d| {
-                ["node_modules", "tools/node_modules"].map(|m| d.join(m).join(".bin/wasm-opt"))
-            })
-            .find(|p| p.is_file())
-    })
 }

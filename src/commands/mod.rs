@@ -7,6 +7,7 @@ mod compile;
 mod module_report;
 mod new;
 mod serve;
+mod tools;
 
 pub use build::{OVER_BUDGET, OverBudget};
 
@@ -27,6 +28,8 @@ pub enum Command {
     /// Build a worker crate for wasm32, optimize it and check it against its size budget
     /// (exit 3 when over).
     Build(build::BuildCommand),
+    /// Install or locate the build tools `edgegate build` uses (wasm-opt).
+    Tools(tools::ToolsCommand),
     /// Compile a module ahead of time for this host, with the engine settings `serve` uses.
     Compile(compile::CompileCommand),
     /// Run the benchmark lab: edgegate against Node.js, workerd and native Rust, reported in
@@ -48,6 +51,7 @@ impl Command {
             Self::Check(command) => command.execute(),
             Self::New(command) => command.execute(),
             Self::Build(command) => command.execute(),
+            Self::Tools(command) => command.execute(),
             Self::Compile(command) => command.execute(),
             Self::Bench(command) => command.execute(),
             Self::BenchNative(command) => command.execute(),
