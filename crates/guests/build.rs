@@ -24,7 +24,11 @@ const WORKERS: &[&str] = &[
 ];
 
 /// Rust test programs, built with the `test-programs` feature.
-const RUST_PROGRAMS: &[&str] = &["hostile"];
+const RUST_PROGRAMS: &[&str] = &["hostile", "http-component"];
+
+/// Test programs that are `wasi:http` components: built as core modules, then wrapped with
+/// `wit-component` from the component type their bindings embed (no new rustup target).
+const COMPONENTS: &[&str] = &["http-component"];
 
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap());
@@ -132,7 +136,18 @@ fn build_rust_guests(
             let file = format!("{}.wasm", package.replace('-', "_"));
             let built = target_dir.join(TARGET).join("wasm").join(&file);
             let dest = out_dir.join(format!("{package}.wasm"));
-            fs::copy(&built, &dest).unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
+            if COMPONENTS.contains(package) {
+                let module =
+                    fs::read(&built).unwrap_or_else(|e| panic!("reading {}: {e}", built.display()));
+                let component = wit_component::ComponentEncoder::default()
+                    .module(&module)
+                    .and_then(|encoder| encoder.validate(true).encode())
+                    .unwrap_or_else(|e| panic!("{package}: making a component: {e:?}"));
+                fs::write(&dest, component).unwrap();
+            } else {
+                fs::copy(&built, &dest)
+                    .unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
+            }
             (package.to_string(), dest)
         })
         .collect()

@@ -36,8 +36,8 @@ impl CheckCommand {
                 _ => "compiled",
             };
             println!(
-                "worker {name}: {module} ({how}): ABI v{}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit; sha256 {}",
-                info.abi_version,
+                "worker {name}: {module} ({how}): {}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit; sha256 {}",
+                info.abi,
                 info.imports.len(),
                 info.imports.join(", "),
                 info.initial_memory / 1024,

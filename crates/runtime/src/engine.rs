@@ -5,9 +5,10 @@
 //! times a second.
 //!
 //! The engine uses the pooling instance allocator: at start it reserves `max_instances` slots,
-//! each with room for one instance, one linear memory (up to `max_memory`), one table and one
-//! async stack, so instantiating is a slot lookup plus a copy-on-write mapping of the module's
-//! memory image, not an `mmap` per request.
+//! each with room for one request of either ABI (a module's instance, linear memory (up to
+//! `max_memory`) and table, or a component's few of each) and one async stack, so
+//! instantiating is a slot lookup plus a copy-on-write mapping of the module's memory image,
+//! not an `mmap` per request.
 //!
 //! ```text
 //!  memory pool   ┌──────────── slot 0 ─────────────┬──────────── slot 1 ─────────────┬ …
@@ -71,11 +72,21 @@ impl Default for RuntimeConfig {
 const KEEP_RESIDENT: usize = 64 << 10;
 
 pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
+    use crate::component::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES};
+    // Every slot can hold a request of either ABI: a module (one instance, memory and table)
+    // or a component (up to the caps of crate::component). Memories and tables are address
+    // space until a request touches them.
+    let slots = config.max_instances;
+    let times = |n: usize| slots.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_core_instances(config.max_instances)
-        .total_memories(config.max_instances)
-        .total_tables(config.max_instances)
-        .total_stacks(config.max_instances)
+    pool.total_core_instances(times(MAX_INSTANCES))
+        .total_component_instances(slots)
+        .total_memories(times(MAX_MEMORIES))
+        .total_tables(times(MAX_TABLES))
+        .total_stacks(slots)
+        .max_core_instances_per_component(MAX_INSTANCES as u32)
+        .max_memories_per_component(MAX_MEMORIES as u32)
+        .max_tables_per_component(MAX_TABLES as u32)
         .max_memories_per_module(1)
         .max_tables_per_module(1)
         .max_memory_size(usize::try_from(config.max_memory).unwrap_or(usize::MAX))

@@ -63,6 +63,25 @@ pub enum LoadError {
         all = edgegate_abi::imports::ALL.join(", ")
     )]
     UnknownImport(String),
+    /// A component imports an interface outside the `wasi:http/proxy` world edgegate links.
+    #[error(
+        "imports `{0}`, which this gateway does not provide to components (it links: {all})",
+        all = crate::component::PROVIDED.join(", ")
+    )]
+    UnknownComponentImport(String),
+    /// A component would allocate more than one instance slot holds.
+    #[error("the component needs {needed} {what}; a worker may have at most {cap}")]
+    ComponentTooLarge {
+        /// What there are too many of.
+        what: &'static str,
+        /// How many it needs.
+        needed: usize,
+        /// How many a worker may have.
+        cap: usize,
+    },
+    /// A component that does not export `wasi:http/incoming-handler`.
+    #[error("not a wasi:http/proxy component: it must export `wasi:http/incoming-handler`")]
+    NotAProxy(#[source] wasmtime::Error),
     /// A precompiled module (`.cwasm`) this gateway cannot load.
     #[error(
         "a precompiled module built by another edgegate version or with other engine settings: compile it again with `edgegate compile` from this binary and configuration"

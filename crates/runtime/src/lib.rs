@@ -35,6 +35,8 @@
 
 #![deny(missing_docs)]
 
+mod compiled;
+mod component;
 mod cpu;
 mod engine;
 mod error;
@@ -44,6 +46,7 @@ mod hostcalls;
 mod image;
 pub mod keys;
 mod limits;
+mod meter;
 mod module_cache;
 mod request;
 mod worker;
@@ -55,6 +58,7 @@ mod tests;
 /// upstream): exported over OTLP when configured, and kept out of the logs.
 pub const SPAN_TARGET: &str = "edgegate::span";
 
+pub use compiled::Abi;
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};
@@ -65,13 +69,16 @@ pub use module_cache::{CacheOutcome, ModuleCache};
 pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, Usage};
 pub use worker::{ModuleInfo, Worker, WorkerSpec};
 
+use compiled::Compiled;
 use request::RequestState;
-use wasmtime::{Engine, Linker, Module};
+use wasmtime::{Engine, Linker};
 
 /// The engine, host functions and module cache that workers are loaded into. One per process.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<RequestState>,
+    /// The host side of the `wasi:http/proxy` world, for components.
+    component_linker: wasmtime::component::Linker<component::ComponentState>,
     cache: Option<ModuleCache>,
     config: RuntimeConfig,
     ticker: engine::EpochTicker,
@@ -80,7 +87,7 @@ pub struct Runtime {
     /// The modules loaded in this process, by the sha256 of their bytes: loading the same
     /// bytes again (a reload) shares the compiled code. [`Runtime::retain_modules`] forgets
     /// the ones no worker uses any more.
-    modules: std::sync::Mutex<std::collections::HashMap<[u8; 32], Module>>,
+    modules: std::sync::Mutex<std::collections::HashMap<[u8; 32], Compiled>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -98,11 +105,12 @@ impl Runtime {
     pub fn new(config: RuntimeConfig, cache: Option<ModuleCache>) -> anyhow::Result<Self> {
         let engine = engine::new_engine(&config)?;
         let linker = hostcalls::linker(&engine)?;
+        let component_linker = component::linker(&engine)?;
         let ticker = engine::EpochTicker::start(&engine, config.epoch_tick)?;
         let image_threads =
             std::sync::Arc::new(tokio::sync::Semaphore::new(config.image_threads.max(1)));
         let modules = std::sync::Mutex::default();
-        Ok(Self { engine, linker, cache, config, ticker, image_threads, modules })
+        Ok(Self { engine, linker, component_linker, cache, config, ticker, image_threads, modules })
     }
 
     /// Loads a module as a worker.
@@ -124,6 +132,12 @@ impl Runtime {
         &self.linker
     }
 
+    pub(crate) fn component_linker(
+        &self,
+    ) -> &wasmtime::component::Linker<component::ComponentState> {
+        &self.component_linker
+    }
+
     pub(crate) fn image_threads(&self) -> &std::sync::Arc<tokio::sync::Semaphore> {
         &self.image_threads
     }
@@ -133,11 +147,14 @@ impl Runtime {
         self.ticker.activity()
     }
 
-    /// Compiles `wasm` ahead of time for this engine: the bytes of a `.cwasm` that
-    /// [`Runtime::load`] accepts in place of the module, from this binary with the same
-    /// settings only.
+    /// Compiles `wasm` (a module or a component) ahead of time for this engine: the bytes
+    /// of a `.cwasm` that [`Runtime::load`] accepts in place of the Wasm, from this binary
+    /// with the same settings only.
     pub fn precompile(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
-        self.engine.precompile_module(wasm)
+        match Abi::of(wasm) {
+            Abi::Core => self.engine.precompile_module(wasm),
+            Abi::HttpComponent => self.engine.precompile_component(wasm),
+        }
     }
 
     /// Forgets the loaded modules whose sha256 (as [`ModuleInfo::digest`] gives it) is not
@@ -149,13 +166,13 @@ impl Runtime {
         modules.retain(|digest, _| keep.contains(module_cache::hex(digest).as_str()));
     }
 
-    /// The module for `wasm`, whose sha256 is `digest`: one already loaded, or compiled (or
-    /// loaded from the cache) and remembered.
-    pub(crate) fn module(
+    /// The code for `wasm`, whose sha256 is `digest`: already loaded, or compiled (or loaded
+    /// from the cache) and remembered.
+    pub(crate) fn compiled(
         &self,
         wasm: &[u8],
         digest: [u8; 32],
-    ) -> Result<(Module, CacheOutcome), LoadError> {
+    ) -> Result<(Compiled, CacheOutcome), LoadError> {
         let lock = || self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(module) = lock().get(&digest) {
             return Ok((module.clone(), CacheOutcome::Reused));
@@ -165,19 +182,19 @@ impl Runtime {
         Ok((module, outcome))
     }
 
-    fn compile(&self, wasm: &[u8]) -> Result<(Module, CacheOutcome), LoadError> {
+    fn compile(&self, wasm: &[u8]) -> Result<(Compiled, CacheOutcome), LoadError> {
         if Engine::detect_precompiled(wasm).is_some() {
-            // SAFETY: `Module::deserialize` runs the artifact's machine code, so it must be a
-            // `precompile_module` output. A `.cwasm` is code the operator deploys, trusted like
-            // this binary (docs/toolchain.md says so); Wasmtime checks its header and refuses
-            // one from another version or with other settings.
-            let module = unsafe { Module::deserialize(&self.engine, wasm) }
+            // SAFETY: deserializing runs the artifact's machine code, so it must be a
+            // `precompile_*` output. A `.cwasm` is code the operator deploys, trusted like this
+            // binary (docs/toolchain.md says so); Wasmtime checks its header and refuses one
+            // from another version or with other settings.
+            let compiled = unsafe { Compiled::deserialize(&self.engine, wasm, Abi::of(wasm)) }
                 .map_err(LoadError::Precompiled)?;
-            return Ok((module, CacheOutcome::Precompiled));
+            return Ok((compiled, CacheOutcome::Precompiled));
         }
         match &self.cache {
             Some(cache) => cache.load_or_compile(&self.engine, wasm),
-            None => Module::new(&self.engine, wasm).map(|m| (m, CacheOutcome::Miss)),
+            None => Compiled::compile(&self.engine, wasm).map(|c| (c, CacheOutcome::Miss)),
         }
         .map_err(LoadError::Compile)
     }

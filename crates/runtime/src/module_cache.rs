@@ -10,8 +10,11 @@
 //! "edgegate-cwasm-1"  16 bytes  magic and format version
 //! sha256(wasm)        32 bytes  which module this is
 //! sha256(payload)     32 bytes  integrity of what follows
-//! payload             …         Module::serialize output
+//! payload             …         Module::serialize or Component::serialize output
 //! ```
+//!
+//! Whether an entry holds a module or a component follows from the Wasm bytes it was compiled
+//! from, whose sha256 it carries.
 //!
 //! An entry that fails any check (truncated, corrupted, written for another module, or refused
 //! by Wasmtime's own compatibility check) is compiled again and replaced, never loaded. Entries
@@ -26,7 +29,9 @@ use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use wasmtime::{Engine, Module};
+use wasmtime::Engine;
+
+use crate::compiled::{Abi, Compiled};
 
 const MAGIC: &[u8; 16] = b"edgegate-cwasm-1";
 const HEADER_LEN: usize = 16 + 32 + 32;
@@ -74,31 +79,32 @@ impl ModuleCache {
         Some(base.join("edgegate").join("modules"))
     }
 
-    /// Loads the compiled form of `wasm` from the cache, or compiles and stores it.
-    pub fn load_or_compile(
+    /// Loads the compiled form of `wasm` (a module or a component) from the cache, or
+    /// compiles and stores it.
+    pub(crate) fn load_or_compile(
         &self,
         engine: &Engine,
         wasm: &[u8],
-    ) -> wasmtime::Result<(Module, CacheOutcome)> {
+    ) -> wasmtime::Result<(Compiled, CacheOutcome)> {
         let wasm_hash = sha256(wasm);
         let path = self.entry_path(engine, &wasm_hash);
         let rejected = match fs::read(&path) {
-            Ok(entry) => match load_entry(engine, &entry, &wasm_hash) {
-                Ok(module) => return Ok((module, CacheOutcome::Hit)),
+            Ok(entry) => match load_entry(engine, &entry, &wasm_hash, Abi::of(wasm)) {
+                Ok(compiled) => return Ok((compiled, CacheOutcome::Hit)),
                 Err(reason) => Some(reason.to_string()),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => Some(format!("unreadable: {e}")),
         };
-        let module = Module::new(engine, wasm)?;
-        let outcome = match store_entry(&path, &module, &wasm_hash) {
+        let compiled = Compiled::compile(engine, wasm)?;
+        let outcome = match store_entry(&path, &compiled, &wasm_hash) {
             Err(e) => CacheOutcome::NotStored(format!("{}: {e}", path.display())),
             Ok(()) => match rejected {
                 Some(reason) => CacheOutcome::Rejected(reason),
                 None => CacheOutcome::Miss,
             },
         };
-        Ok((module, outcome))
+        Ok((compiled, outcome))
     }
 
     /// Where the entry for this module and engine lives.
@@ -124,7 +130,12 @@ enum Rejection {
     Refused(wasmtime::Error),
 }
 
-fn load_entry(engine: &Engine, entry: &[u8], wasm_hash: &[u8; 32]) -> Result<Module, Rejection> {
+fn load_entry(
+    engine: &Engine,
+    entry: &[u8],
+    wasm_hash: &[u8; 32],
+    abi: Abi,
+) -> Result<Compiled, Rejection> {
     let Some((header, payload)) = entry.split_at_checked(HEADER_LEN) else {
         return Err(Rejection::Truncated);
     };
@@ -137,16 +148,16 @@ fn load_entry(engine: &Engine, entry: &[u8], wasm_hash: &[u8; 32]) -> Result<Mod
     if header[48..80] != sha256(payload) {
         return Err(Rejection::Checksum);
     }
-    // SAFETY: `Module::deserialize` runs the payload's machine code later, so it must be a
-    // `Module::serialize` output of a compatible engine. The payload's checksum matches the one
-    // this cache wrote next to it, for this very module; the directory is private to the
-    // gateway's user (see the module docs); and Wasmtime itself refuses payloads from another
-    // version or configuration.
-    unsafe { Module::deserialize(engine, payload) }.map_err(Rejection::Refused)
+    // SAFETY: deserializing runs the payload's machine code later, so it must be a
+    // `serialize` output of a compatible engine. The payload's checksum matches the one this
+    // cache wrote next to it, for this very module; the directory is private to the gateway's
+    // user (see the module docs); and Wasmtime itself refuses payloads from another version
+    // or configuration.
+    unsafe { Compiled::deserialize(engine, payload, abi) }.map_err(Rejection::Refused)
 }
 
-fn store_entry(path: &Path, module: &Module, wasm_hash: &[u8; 32]) -> anyhow::Result<()> {
-    let payload = module.serialize()?;
+fn store_entry(path: &Path, compiled: &Compiled, wasm_hash: &[u8; 32]) -> anyhow::Result<()> {
+    let payload = compiled.serialize()?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile_in(dir)?;
     tmp.1.write_all(MAGIC)?;

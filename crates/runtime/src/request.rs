@@ -20,13 +20,14 @@ use edgegate_abi::request::{Headers, RequestParts};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use tracing::Instrument;
 use tracing::field::Empty;
-use wasmtime::{Memory, ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
+use wasmtime::{Memory, ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
 
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
 use crate::fetch::{FetchError, Fetcher};
 use crate::keys::Keys;
 use crate::limits::Limits;
+use crate::meter::{Meter, Stop};
 
 /// A request's id, unique within a gateway process: 16 hex digits in logs and error bodies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -168,15 +169,6 @@ pub(crate) struct WorkerShared {
     pub(crate) activity: Arc<crate::engine::Activity>,
 }
 
-/// Why the runtime stopped a guest, recorded before it interrupts so that the trap that follows
-/// can be told apart from the guest's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stop {
-    Cpu,
-    Deadline,
-    Hostcalls,
-}
-
 /// The per-request state a [`Store`] carries.
 pub(crate) struct RequestState {
     pub(crate) worker: Arc<WorkerShared>,
@@ -195,12 +187,9 @@ pub(crate) struct RequestState {
     /// CPU time host work for the guest spent on other threads (image transforms): charged
     /// to the request like the guest's own.
     pub(crate) offloaded_cpu: Duration,
-    pub(crate) stop: Option<Stop>,
+    /// Its CPU budget, deadline and memory limit, and why the runtime stopped it.
+    pub(crate) meter: Meter,
     usage: Usage,
-    /// Epoch ticks the guest has been seen running at.
-    ticks_seen: u32,
-    memory_refused: bool,
-    deadline: Instant,
 }
 
 impl RequestState {
@@ -208,7 +197,7 @@ impl RequestState {
     pub(crate) fn charge_hostcall(&mut self) -> wasmtime::Result<()> {
         self.hostcalls += 1;
         if self.hostcalls > self.worker.limits.hostcalls {
-            self.stop = Some(Stop::Hostcalls);
+            self.meter.stop = Some(Stop::Hostcalls);
             return Err(wasmtime::format_err!(
                 "host call budget of {} spent",
                 self.worker.limits.hostcalls
@@ -239,7 +228,7 @@ impl RequestState {
 
     /// When the request's deadline passes.
     pub(crate) fn deadline(&self) -> Instant {
-        self.deadline
+        self.meter.deadline()
     }
 
     /// Counts `ops` KV operations; past the budget, the guest gets `LimitExceeded` (and the
@@ -314,9 +303,7 @@ impl ResourceLimiter for RequestState {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = desired as u64 <= self.worker.limits.memory;
-        self.memory_refused |= !allowed;
-        Ok(allowed)
+        Ok(self.meter.grow(desired as u64, self.worker.limits.memory))
     }
 
     fn table_growing(
@@ -347,23 +334,7 @@ const MAX_TABLE_ELEMENTS: usize = 10_000;
 /// Runs at every epoch tick while the guest executes.
 fn on_epoch(mut store: StoreContextMut<'_, RequestState>) -> wasmtime::Result<UpdateDeadline> {
     let state = store.data_mut();
-    if Instant::now() >= state.deadline {
-        state.stop = Some(Stop::Deadline);
-        return Ok(UpdateDeadline::Interrupt);
-    }
-    // The CPU clock alone is not enough evidence: a stall the kernel or the hypervisor charges
-    // to the thread (seen here after idle minutes: 23 ms at once) would stop a guest that did
-    // not do the work. A guest really over its budget has also been seen running at about
-    // budget / tick ticks; a stall is seen at one.
-    state.ticks_seen += 1;
-    if state.ticks_seen >= state.worker.cpu_ticks
-        && cpu::used().is_some_and(|used| used + state.offloaded_cpu > state.worker.limits.cpu)
-    {
-        state.stop = Some(Stop::Cpu);
-        return Ok(UpdateDeadline::Interrupt);
-    }
-    // Let other tasks on this thread run, then check again next tick.
-    Ok(UpdateDeadline::Yield(1))
+    Ok(state.meter.tick(&state.worker, state.offloaded_cpu))
 }
 
 /// Everything a request needs from its worker.
@@ -410,7 +381,7 @@ pub(crate) async fn run(
             }
             outcome
         }),
-        Ok(Err(error)) => Err(classify(store.data(), error)),
+        Ok(Err(error)) => Err(store.data().meter.classify(error)),
         Err(_elapsed) => Err(ExecError::new(
             ExecErrorKind::DeadlineExceeded,
             format!("no outcome after {:?}", limits.deadline),
@@ -440,11 +411,8 @@ fn new_store(
         fetches: Fetches::default(),
         blobs: Vec::new(),
         offloaded_cpu: Duration::ZERO,
-        stop: None,
+        meter: Meter::new(deadline),
         usage: Usage::default(),
-        ticks_seen: 0,
-        memory_refused: false,
-        deadline,
     };
     let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|state| state);
@@ -503,27 +471,6 @@ async fn call_guest(
     state.usage.guest = started.elapsed();
     state.usage.cpu = cpu + state.offloaded_cpu;
     result
-}
-
-/// Turns a failed call into the kind of failure it was.
-fn classify(state: &RequestState, error: wasmtime::Error) -> ExecError {
-    // The trap, its cause and the guest's backtrace, on one line for the access log.
-    let detail = format!("{error:?}").split_whitespace().collect::<Vec<_>>().join(" ");
-    let kind = match state.stop {
-        Some(Stop::Cpu) => ExecErrorKind::CpuBudgetExceeded,
-        Some(Stop::Deadline) => ExecErrorKind::DeadlineExceeded,
-        Some(Stop::Hostcalls) => ExecErrorKind::HostcallBudgetExceeded,
-        None if error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() => {
-            ExecErrorKind::Capacity
-        }
-        None if state.memory_refused => ExecErrorKind::OutOfMemory,
-        None => match error.downcast_ref::<Trap>() {
-            Some(Trap::StackOverflow) => ExecErrorKind::StackOverflow,
-            Some(_) => ExecErrorKind::Trap,
-            None => ExecErrorKind::Internal,
-        },
-    };
-    ExecError::new(kind, detail)
 }
 
 /// Headers a worker may not set, on a response or a forwarded request: they describe the
@@ -603,10 +550,10 @@ fn decode(
 }
 
 /// A checked response: status, headers, and a body of `len` bytes made by `body` once the
-/// rest is known to be good.
-fn response(
+/// rest is known to be good. A component's answer is checked by the same rules.
+pub(crate) fn response<'h>(
     status: u16,
-    headers: edgegate_abi::HeaderBlock<'_>,
+    headers: impl IntoIterator<Item = (&'h [u8], &'h [u8])>,
     limits: &Limits,
     len: usize,
     body: impl FnOnce() -> Bytes,
@@ -621,7 +568,8 @@ fn response(
         return Err(invalid(format!("status {status}: a worker answers 200 to 599")));
     }
     let status = StatusCode::from_u16(status).map_err(|e| invalid(e.to_string()))?;
-    let mut map = HeaderMap::with_capacity(headers.len());
+    let headers = headers.into_iter();
+    let mut map = HeaderMap::with_capacity(headers.size_hint().0);
     for (name, value) in headers {
         let name = header_name(name)?;
         let value = header_value(&name, value)?;

@@ -1,5 +1,6 @@
-//! Loading a module as a worker: compile (or load from the cache), check it speaks the ABI and
-//! fits its limits, link it, and keep an [`InstancePre`] so each request only instantiates.
+//! Loading a module or a component as a worker: compile (or load from the cache), check it
+//! speaks its ABI and fits its limits, link it, and keep a pre-instantiation (an
+//! [`InstancePre`], or a component's `ProxyPre`) so each request only instantiates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,7 +8,11 @@ use std::sync::Arc;
 use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY};
 use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
 
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+
 use crate::Runtime;
+use crate::compiled::{Abi, Compiled};
+use crate::component::ComponentState;
 use crate::error::{ExecError, LoadError};
 use crate::fetch::Fetcher;
 use crate::keys::Keys;
@@ -47,21 +52,29 @@ pub struct Worker {
 
 struct Inner {
     shared: Arc<WorkerShared>,
-    pre: InstancePre<RequestState>,
-    handle: ModuleExport,
-    memory: ModuleExport,
+    entry: Entry,
     cache: CacheOutcome,
     info: ModuleInfo,
+}
+
+/// How a request enters the worker.
+enum Entry {
+    /// A core module's `edgegate_v1_handle`.
+    Core { pre: InstancePre<RequestState>, handle: ModuleExport, memory: ModuleExport },
+    /// A component's `wasi:http/incoming-handler`.
+    Component(ProxyPre<ComponentState>),
 }
 
 /// What a loaded module speaks and needs (all of it checked when it was loaded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleInfo {
-    /// The ABI version of its entry point.
-    pub abi_version: u32,
-    /// The host functions it imports (every one provided: it linked).
+    /// The ABI it speaks.
+    pub abi: Abi,
+    /// What it imports, every one provided (it linked): host functions of a module,
+    /// interfaces of a component.
     pub imports: Vec<String>,
-    /// Bytes of memory it starts with (within the worker's limit: it loaded).
+    /// Bytes of memory it starts with (within the worker's limit: it loaded); for a
+    /// component, all its memories together (0 from a `.cwasm`, which is not read).
     pub initial_memory: u64,
     /// The most memory it declares it may grow to, if it declares a maximum.
     pub maximum_memory: Option<u64>,
@@ -77,7 +90,7 @@ impl ModuleInfo {
         };
         let page = memory.as_ref().map_or(0, |m| m.page_size());
         Self {
-            abi_version: ABI_VERSION,
+            abi: Abi::Core,
             imports: module.imports().map(|i| i.name().to_owned()).collect(),
             initial_memory: memory.as_ref().map_or(0, |m| m.minimum().saturating_mul(page)),
             maximum_memory: memory
@@ -102,22 +115,24 @@ impl Worker {
             return Err(LoadError::MemoryLimitTooLarge { limit: spec.limits.memory, max });
         }
         let digest = crate::module_cache::sha256(spec.wasm);
-        let (module, cache) = runtime.module(spec.wasm, digest)?;
-        check_exports(&module, &spec.limits)?;
-        if let Some(import) =
-            module.imports().find(|i| !edgegate_abi::imports::provided(i.module(), i.name()))
-        {
-            return Err(LoadError::UnknownImport(format!(
-                "{}::{}",
-                import.module(),
-                import.name()
-            )));
-        }
-        let info = ModuleInfo::of(&module, crate::module_cache::hex(&digest));
-        let pre = runtime.linker().instantiate_pre(&module).map_err(LoadError::Link)?;
-        let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
-        let handle = export(EXPORT_HANDLE)?;
-        let memory = export(EXPORT_MEMORY)?;
+        let (compiled, cache) = runtime.compiled(spec.wasm, digest)?;
+        let hex = crate::module_cache::hex(&digest);
+        let (entry, info) = match compiled {
+            Compiled::Module(module) => core_entry(runtime, &module, &spec.limits, hex)?,
+            Compiled::Component(component) => {
+                let linker = runtime.component_linker();
+                let (pre, imports, needs) =
+                    crate::component::load(linker, &component, spec.wasm, &spec.limits)?;
+                let info = ModuleInfo {
+                    abi: Abi::HttpComponent,
+                    imports,
+                    initial_memory: needs.initial_memory,
+                    maximum_memory: None,
+                    digest: hex,
+                };
+                (Entry::Component(pre), info)
+            }
+        };
         let config_block = edgegate_abi::encode_entries(
             spec.config.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),
         );
@@ -138,7 +153,7 @@ impl Worker {
             epoch_tick: runtime.config().epoch_tick,
             activity: runtime.activity().clone(),
         });
-        Ok(Self { inner: Arc::new(Inner { shared, pre, handle, memory, cache, info }) })
+        Ok(Self { inner: Arc::new(Inner { shared, entry, cache, info }) })
     }
 
     /// The worker's name.
@@ -170,7 +185,12 @@ impl Worker {
     /// limits, a slot of the pool), and drops it without calling the guest: what a reload
     /// checks before it puts a new module in service.
     pub async fn trial(&self) -> Result<(), LoadError> {
-        request::trial(&self.inner.shared, &self.inner.pre).await.map_err(LoadError::Trial)
+        let shared = &self.inner.shared;
+        match &self.inner.entry {
+            Entry::Core { pre, .. } => request::trial(shared, pre).await,
+            Entry::Component(pre) => crate::component::trial(shared, pre).await,
+        }
+        .map_err(LoadError::Trial)
     }
 
     /// The first 12 hex digits of the module's sha256: short enough for every log line.
@@ -198,14 +218,36 @@ impl Worker {
         id: RequestId,
     ) -> (Result<GuestOutcome, ExecError>, Usage) {
         let inner = &*self.inner;
-        let target = Target {
-            shared: &inner.shared,
-            pre: &inner.pre,
-            handle: &inner.handle,
-            memory: &inner.memory,
-        };
-        request::run(target, request, id).await
+        match &inner.entry {
+            Entry::Core { pre, handle, memory } => {
+                let target = Target { shared: &inner.shared, pre, handle, memory };
+                request::run(target, request, id).await
+            }
+            Entry::Component(pre) => crate::component::run(&inner.shared, pre, request, id).await,
+        }
     }
+}
+
+/// A core module's entry, after checking it speaks ABI v1, fits `limits` and imports only
+/// the ABI's host functions.
+fn core_entry(
+    runtime: &Runtime,
+    module: &Module,
+    limits: &Limits,
+    digest: String,
+) -> Result<(Entry, ModuleInfo), LoadError> {
+    check_exports(module, limits)?;
+    if let Some(import) =
+        module.imports().find(|i| !edgegate_abi::imports::provided(i.module(), i.name()))
+    {
+        return Err(LoadError::UnknownImport(format!("{}::{}", import.module(), import.name())));
+    }
+    let info = ModuleInfo::of(module, digest);
+    let pre = runtime.linker().instantiate_pre(module).map_err(LoadError::Link)?;
+    let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
+    let handle = export(EXPORT_HANDLE)?;
+    let memory = export(EXPORT_MEMORY)?;
+    Ok((Entry::Core { pre, handle, memory }, info))
 }
 
 /// The budget in epoch ticks, rounded up, at least 1.

@@ -12,7 +12,8 @@ use wasmtime::Caller;
 
 use super::{enter, hostcall_span, slice, slice_mut};
 use crate::escape::escape_control;
-use crate::request::{RequestState, Stop};
+use crate::meter::Stop;
+use crate::request::RequestState;
 
 /// What the guest gets for a picture the host refused.
 fn host_error(error: &Error) -> HostError {
@@ -108,7 +109,7 @@ pub(super) fn image_transform<'a>(
                 _ => None,
             };
             if let Some(stop) = stop {
-                state.stop = Some(stop);
+                state.meter.stop = Some(stop);
                 return Err(wasmtime::format_err!(
                     "image transform stopped: {stop:?} after {cpu:?} of CPU"
                 ));

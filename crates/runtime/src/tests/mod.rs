@@ -10,6 +10,7 @@ use edgegate_guests as guests;
 use crate::*;
 
 mod auth;
+mod component;
 mod image;
 mod kv;
 

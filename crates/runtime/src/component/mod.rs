@@ -1,0 +1,406 @@
+//! Standard `wasi:http/proxy` components as workers: the second ABI, beside edgegate's own.
+//!
+//! A component is served through `wasmtime-wasi-http`. Its `ProxyPre` is built once, when the
+//! worker loads; each request gets a fresh [`Store`], instance and resource table, exactly as
+//! a module does, within the same limits:
+//!
+//! ```text
+//!  GuestRequest ─▶ new_incoming_request ─┐
+//!  oneshot ◀──── new_response_outparam ──┤
+//!                                        ▼
+//!  task: instantiate_async ─▶ call_handle (metered; epoch: CPU budget, deadline;
+//!        │                        │         call hook: host call budget; limiter: memory)
+//!        │                        ▼
+//!        │        response-outparam.set ─▶ head ─▶ body collected, ≤ response_body
+//!        ▼
+//!  the store drops ─▶ stdout and stderr lines go to the log ─▶ GuestOutcome::Response
+//! ```
+//!
+//! The guest runs in its own task, so that its body writes and the host's reading of them
+//! proceed together; the request waits for both, and the guest's failure (a trap, a limit)
+//! wins over an answer it already gave. The answer is buffered like a module's, so the same
+//! response checks and limits apply, and the access log has the whole request's cost.
+//!
+//! Linked: the proxy world (`wasi:http/types`, `wasi:http/outgoing-handler`, `wasi:io`,
+//! `wasi:clocks`, `wasi:random`, `wasi:cli/std{in,out,err}`), and for guests built with `std`
+//! the `wasi:cli` environment (empty), exit (a trap), terminal interfaces (none) and
+//! `wasi:random/insecure{,-seed}`. Any other import is refused at load, by name.
+
+mod outbound;
+mod state;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use tracing::Instrument;
+use tracing::field::Empty;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{CallHook, Engine, Store};
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+
+pub(crate) use state::{ComponentState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES};
+
+use crate::cpu;
+use crate::error::{ExecError, ExecErrorKind, LoadError};
+use crate::escape::escape_control;
+use crate::limits::Limits;
+use crate::request::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
+
+/// The interfaces a component may import, without their versions (any `0.2.x`).
+pub(crate) const PROVIDED: &[&str] = &[
+    "wasi:http/types",
+    "wasi:http/outgoing-handler",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+];
+
+/// The host side of everything in [`PROVIDED`].
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<ComponentState>> {
+    use wasmtime_wasi::p2::bindings::{cli, random};
+    type T = ComponentState;
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi_http::p2::add_to_linker_async(&mut linker)?;
+    let l = &mut linker;
+    random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::environment::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::exit::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_input::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_output::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    Ok(linker)
+}
+
+/// What a component is made of, from its bytes: what an instance of it allocates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Needs {
+    /// Core instances it instantiates.
+    pub(crate) instances: usize,
+    /// Linear memories its core modules define.
+    pub(crate) memories: usize,
+    /// Tables its core modules define.
+    pub(crate) tables: usize,
+    /// Bytes of memory it starts with, all memories together.
+    pub(crate) initial_memory: u64,
+}
+
+impl Needs {
+    /// Reads `wasm`, a component's binary (not a `.cwasm`: nothing to read there).
+    pub(crate) fn of(wasm: &[u8]) -> Self {
+        use wasmparser::{Instance, Parser, Payload};
+        let mut needs = Self::default();
+        for payload in Parser::new(0).parse_all(wasm).flatten() {
+            match payload {
+                Payload::InstanceSection(reader) => {
+                    needs.instances += reader
+                        .into_iter()
+                        .flatten()
+                        .filter(|i| matches!(i, Instance::Instantiate { .. }))
+                        .count();
+                }
+                Payload::MemorySection(reader) => {
+                    for memory in reader.into_iter().flatten() {
+                        needs.memories += 1;
+                        let page = 1u64 << memory.page_size_log2.unwrap_or(16);
+                        needs.initial_memory += memory.initial.saturating_mul(page);
+                    }
+                }
+                Payload::TableSection(reader) => needs.tables += reader.count() as usize,
+                _ => {}
+            }
+        }
+        needs
+    }
+
+    /// Checks against the caps of one instance slot and the worker's memory limit.
+    fn check(&self, limits: &Limits) -> Result<(), LoadError> {
+        let over = |what: &'static str, needed: usize, cap: usize| {
+            (needed > cap).then_some(LoadError::ComponentTooLarge { what, needed, cap })
+        };
+        if let Some(error) = over("core instances", self.instances, state::MAX_INSTANCES)
+            .or_else(|| over("linear memories", self.memories, state::MAX_MEMORIES))
+            .or_else(|| over("tables", self.tables, state::MAX_TABLES))
+        {
+            return Err(error);
+        }
+        if self.initial_memory > limits.memory {
+            return Err(LoadError::InitialMemory {
+                needed: self.initial_memory,
+                limit: limits.memory,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks a compiled component (from `wasm`, if it is not a `.cwasm`) and links it: its
+/// imports by name, its size against the caps, and its export of the proxy world.
+pub(crate) fn load(
+    linker: &Linker<ComponentState>,
+    component: &Component,
+    wasm: &[u8],
+    limits: &Limits,
+) -> Result<(ProxyPre<ComponentState>, Vec<String>, Needs), LoadError> {
+    let engine = linker.engine();
+    let imports: Vec<String> =
+        component.component_type().imports(engine).map(|(name, _)| name.to_owned()).collect();
+    if let Some(unknown) = imports.iter().find(|name| {
+        let interface = name.split_once('@').map_or(name.as_str(), |(i, _)| i);
+        !PROVIDED.contains(&interface)
+    }) {
+        return Err(LoadError::UnknownComponentImport(unknown.clone()));
+    }
+    let needs =
+        if wasmparser::Parser::is_component(wasm) { Needs::of(wasm) } else { Needs::default() };
+    needs.check(limits)?;
+    let pre = linker.instantiate_pre(component).map_err(LoadError::Link)?;
+    let pre = ProxyPre::new(pre).map_err(LoadError::NotAProxy)?;
+    Ok((pre, imports, needs))
+}
+
+/// Runs one request in a fresh instance of the component and returns its answer, buffered.
+pub(crate) async fn run(
+    shared: &Arc<WorkerShared>,
+    pre: &ProxyPre<ComponentState>,
+    request: GuestRequest,
+    request_id: RequestId,
+) -> (Result<GuestOutcome, ExecError>, Usage) {
+    let limits = &shared.limits;
+    let deadline = Instant::now() + limits.deadline;
+    let mut store = new_store(shared, pre, request_id, deadline);
+    let scheme = if request.tls { Scheme::Https } else { Scheme::Http };
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let resources = (|| {
+        let http = &mut store.data_mut().http();
+        Ok::<_, wasmtime::Error>((
+            http.new_incoming_request(scheme, incoming(request))?,
+            http.new_response_outparam(sender)?,
+        ))
+    })();
+    let (incoming, outparam) = match resources {
+        Ok(resources) => resources,
+        Err(error) => {
+            let error = ExecError::new(ExecErrorKind::Internal, format!("{error:#}"));
+            return (Err(error), Usage::default());
+        }
+    };
+    let pre = pre.clone();
+    let tick = shared.epoch_tick;
+    let task = tokio::spawn(async move {
+        let worker = store.data().worker.clone();
+        // Before instantiating: the epoch must tick from the first guest instruction on.
+        let _active = worker.activity.enter();
+        let result = call(&mut store, &pre, incoming, outparam, tick).await;
+        let state = store.data();
+        log_output(state);
+        let usage = Usage { memory_peak: state.memory_peak(), ..state.usage };
+        (result.map_err(|error| state.meter.classify(error)), usage)
+    });
+    // A client that goes away takes the instance with it.
+    let task = AbortOnDrop(task);
+
+    let answer = async {
+        match receiver.await {
+            Ok(Ok(response)) => Some(buffer(response, limits).await),
+            Ok(Err(code)) => Some(Err(ExecError::new(
+                ExecErrorKind::WorkerFailed,
+                format!("the component answered with the error {code:?}"),
+            ))),
+            // Dropped with the store, never set: the guest's own outcome says why.
+            Err(_) => None,
+        }
+    };
+    let answer = tokio::time::timeout_at(deadline.into(), answer).await;
+    let finished = tokio::time::timeout_at(deadline.into(), task).await;
+    let past_deadline = || {
+        let error = ExecError::new(
+            ExecErrorKind::DeadlineExceeded,
+            format!("no outcome after {:?}", limits.deadline),
+        );
+        (Err(error), Usage::default())
+    };
+    let (guest, usage) = match finished {
+        Ok(Ok(finished)) => finished,
+        Ok(Err(join)) => {
+            let error =
+                ExecError::new(ExecErrorKind::Internal, format!("the guest's task: {join}"));
+            return (Err(error), Usage::default());
+        }
+        Err(_elapsed) => return past_deadline(),
+    };
+    let outcome = match (guest, answer) {
+        (Err(error), _) => Err(error),
+        (Ok(()), Err(_elapsed)) => return past_deadline(),
+        (Ok(()), Ok(Some(answer))) => answer,
+        (Ok(()), Ok(None)) => Err(ExecError::new(
+            ExecErrorKind::WorkerFailed,
+            "the component returned without setting a response",
+        )),
+    };
+    (outcome, usage)
+}
+
+/// Instantiates once in a fresh store and drops it, calling nothing: a reload's check that
+/// the component fits the pool.
+pub(crate) async fn trial(
+    shared: &Arc<WorkerShared>,
+    pre: &ProxyPre<ComponentState>,
+) -> wasmtime::Result<()> {
+    let _active = shared.activity.enter();
+    let deadline = Instant::now() + shared.limits.deadline;
+    let mut store = new_store(shared, pre, RequestId(0), deadline);
+    pre.instantiate_async(&mut store).await.map(drop)
+}
+
+/// A fresh store for one request, within the worker's limits.
+fn new_store(
+    shared: &Arc<WorkerShared>,
+    pre: &ProxyPre<ComponentState>,
+    request_id: RequestId,
+    deadline: Instant,
+) -> Store<ComponentState> {
+    let state = ComponentState::new(shared.clone(), request_id, deadline);
+    let mut store = Store::new(pre.engine(), state);
+    store.limiter(|state| state);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut store| {
+        let state = store.data_mut();
+        Ok(state.meter.tick(&state.worker, Duration::ZERO))
+    });
+    store.call_hook(|mut store, hook| match hook {
+        CallHook::CallingHost => store.data_mut().charge_hostcall(),
+        _ => Ok(()),
+    });
+    store
+}
+
+/// Instantiates and calls `handle`, metering the call as a module's is.
+async fn call(
+    store: &mut Store<ComponentState>,
+    pre: &ProxyPre<ComponentState>,
+    incoming: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+    outparam: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+    tick: Duration,
+) -> wasmtime::Result<()> {
+    let started = Instant::now();
+    let proxy = pre
+        .instantiate_async(&mut *store)
+        .instrument(tracing::info_span!(target: crate::SPAN_TARGET, "instantiate"))
+        .await?;
+    store.data_mut().usage.instantiate = started.elapsed();
+    let started = Instant::now();
+    let (result, cpu) = {
+        let handler = proxy.wasi_http_incoming_handler();
+        let handle = std::pin::pin!(handler.call_handle(&mut *store, incoming, outparam));
+        let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
+        let (result, cpu) = cpu::metered(handle, tick).instrument(span.clone()).await;
+        span.record("cpu_us", cpu.as_micros() as u64);
+        (result, cpu)
+    };
+    let state = store.data_mut();
+    state.usage.guest = started.elapsed();
+    state.usage.cpu = cpu;
+    result
+}
+
+/// The request as wasi-http takes it: with an authority (the `Host` header's, else
+/// `localhost`), which `new_incoming_request` requires.
+fn incoming(request: GuestRequest) -> http::Request<Full<Bytes>> {
+    let GuestRequest { method, uri, mut headers, body, .. } = request;
+    if uri.authority().is_none() && !headers.contains_key(http::header::HOST) {
+        headers.insert(http::header::HOST, http::HeaderValue::from_static("localhost"));
+    }
+    let mut incoming = http::Request::new(Full::new(body));
+    *incoming.method_mut() = method;
+    *incoming.uri_mut() = uri;
+    *incoming.headers_mut() = headers;
+    incoming
+}
+
+/// The component's answer, its body read whole within the worker's limit and checked by
+/// the rules a module's answer follows.
+async fn buffer(
+    response: http::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
+    limits: &Limits,
+) -> Result<GuestOutcome, ExecError> {
+    let (parts, body) = response.into_parts();
+    let limit = usize::try_from(limits.response_body).unwrap_or(usize::MAX);
+    let body = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            return Err(ExecError::new(
+                ExecErrorKind::ResponseTooLarge,
+                format!("over {} bytes", limits.response_body),
+            ));
+        }
+        Err(error) => {
+            return Err(ExecError::new(
+                ExecErrorKind::WorkerFailed,
+                format!("the response body failed: {error}"),
+            ));
+        }
+    };
+    let headers = parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+    let len = body.len();
+    crate::request::response(parts.status.as_u16(), headers, limits, len, || body)
+}
+
+/// The guest's stdout and stderr, a log line per line, escaped (a guest cannot forge a log
+/// line), under the target module logs use.
+fn log_output(state: &ComponentState) {
+    let worker = state.worker.name.as_str();
+    let request_id = state.request_id;
+    for (stream, pipe) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let contents = pipe.contents();
+        for line in contents.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let text = String::from_utf8_lossy(line);
+            let message = escape_control(&text);
+            tracing::info!(target: "edgegate::guest", worker, %request_id, stream, "{message}");
+        }
+    }
+}
+
+/// A task aborted when the request that spawned it is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

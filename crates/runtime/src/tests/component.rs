@@ -1,0 +1,225 @@
+//! A standard `wasi:http/proxy` component (crates/guests/programs/http-component) as a worker:
+//! it serves, and its memory, CPU, deadline and host call limits stop it the way they stop a
+//! module, with the same error kinds; a component with another import is refused by name.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+
+fn component_with(limits: Limits, fetcher: Option<Arc<dyn Fetcher>>) -> Worker {
+    let wasm = std::fs::read(guests::HTTP_COMPONENT).unwrap();
+    runtime()
+        .load(WorkerSpec {
+            name: "component",
+            wasm: &wasm,
+            limits,
+            config: BTreeMap::new(),
+            keys: None,
+            kv: Vec::new(),
+            fetcher,
+            image: None,
+        })
+        .unwrap()
+}
+
+fn component() -> Worker {
+    // CPU to spare for instantiating and first-touch page faults on a loaded machine; the
+    // CPU budget has its own test.
+    component_with(Limits { cpu: Duration::from_millis(200), ..Limits::default() }, None)
+}
+
+fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> GuestRequest {
+    let mut map = http::HeaderMap::new();
+    map.insert("host", "api.example".parse().unwrap());
+    for (name, value) in headers {
+        map.append(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+    }
+    GuestRequest {
+        method: method.parse().unwrap(),
+        uri: path.parse().unwrap(),
+        headers: map,
+        body: Bytes::copy_from_slice(body.as_bytes()),
+        tls: false,
+    }
+}
+
+#[tokio::test]
+async fn a_component_is_detected_and_says_so() {
+    let worker = component();
+    let info = worker.module_info();
+    assert_eq!(info.abi, Abi::HttpComponent);
+    assert!(info.imports.iter().any(|i| i.starts_with("wasi:http/types@0.2")), "{info:?}");
+    assert!(info.initial_memory > 0 && info.initial_memory <= Limits::DEFAULT_MEMORY, "{info:?}");
+    assert_eq!(hostile().module_info().abi, Abi::Core);
+}
+
+#[tokio::test]
+async fn a_component_serves_get_and_post_with_headers_a_chunked_body_and_statuses() {
+    let worker = component();
+    let hello = response(&worker, request("GET", "/hello", &[], "")).await;
+    assert_eq!(hello.status(), 200);
+    assert_eq!(hello.headers()["x-kind"], "component");
+    assert_eq!(hello.body(), "hello from a component");
+
+    // Written back in 3-byte writes: the body is what all of them add up to.
+    let body = "a body longer than one write, in many pieces";
+    let echoed =
+        response(&worker, request("POST", "/echo", &[("content-type", "text/x-test")], body)).await;
+    assert_eq!((echoed.status().as_u16(), echoed.body().as_ref()), (200, body.as_bytes()));
+    assert_eq!(echoed.headers()["content-type"], "text/x-test");
+
+    let seen = response(&worker, request("PUT", "/headers?q=1", &[("x-one", "1")], "")).await;
+    let text = String::from_utf8_lossy(seen.body()).into_owned();
+    assert!(text.starts_with("PUT /headers?q=1\n"), "{text}");
+    assert!(text.contains("x-one: 1\n"), "{text}");
+
+    for status in [201, 404, 503] {
+        let answer = response(&worker, request("GET", &format!("/status/{status}"), &[], "")).await;
+        assert_eq!(answer.status().as_u16(), status);
+    }
+}
+
+#[tokio::test]
+async fn a_component_status_outside_200_to_599_is_an_invalid_response() {
+    let worker = component();
+    let outcome = worker.handle(request("GET", "/status/101", &[], ""), RequestId(1)).await;
+    assert_eq!(outcome.unwrap_err().kind(), ExecErrorKind::InvalidResponse);
+}
+
+async fn component_failure(worker: &Worker, path: &str) -> ExecErrorKind {
+    match worker.handle(request("GET", path, &[], ""), RequestId(7)).await {
+        Err(e) => e.kind(),
+        Ok(outcome) => panic!("{path}: expected a failure, got {outcome:?}"),
+    }
+}
+
+async fn component_still_serves(worker: &Worker) {
+    let hello = response(worker, request("GET", "/hello", &[], "")).await;
+    assert_eq!(hello.body(), "hello from a component");
+}
+
+#[tokio::test]
+async fn a_component_s_limits_stop_it_as_a_module_s_do() {
+    // A deadline far past the CPU budget, so a busy machine cannot reach it first.
+    let worker = component_with(
+        Limits {
+            cpu: Duration::from_millis(50),
+            deadline: Duration::from_secs(10),
+            hostcalls: 1000,
+            ..Limits::default()
+        },
+        None,
+    );
+    assert_eq!(component_failure(&worker, "/spin").await, ExecErrorKind::CpuBudgetExceeded);
+    component_still_serves(&worker).await;
+    assert_eq!(component_failure(&worker, "/alloc/8").await, ExecErrorKind::OutOfMemory);
+    component_still_serves(&worker).await;
+    assert_eq!(
+        component_failure(&worker, "/hostcalls").await,
+        ExecErrorKind::HostcallBudgetExceeded
+    );
+    component_still_serves(&worker).await;
+    assert_eq!(component_failure(&worker, "/panic").await, ExecErrorKind::Trap);
+    component_still_serves(&worker).await;
+
+    // Waiting on a pollable costs no CPU: the deadline ends it.
+    let waiting = component_with(
+        Limits {
+            cpu: Duration::from_millis(200),
+            deadline: Duration::from_millis(300),
+            ..Limits::default()
+        },
+        None,
+    );
+    assert_eq!(component_failure(&waiting, "/sleep").await, ExecErrorKind::DeadlineExceeded);
+    component_still_serves(&waiting).await;
+
+    // The same paths within larger limits: the limits, not the guest, said no.
+    let roomy = component_with(
+        Limits {
+            memory: 16 << 20,
+            cpu: Duration::from_secs(5),
+            hostcalls: 1_000_000,
+            ..Limits::default()
+        },
+        None,
+    );
+    for path in ["/alloc/8", "/hostcalls"] {
+        let answer = response(&roomy, request("GET", path, &[], "")).await;
+        assert_eq!(answer.status(), 200, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_component_response_over_its_limit_is_response_too_large() {
+    let worker = component_with(
+        Limits { response_body: 10, cpu: Duration::from_millis(200), ..Limits::default() },
+        None,
+    );
+    let outcome = worker.handle(request("POST", "/echo", &[], "eleven bytes"), RequestId(1)).await;
+    assert_eq!(outcome.unwrap_err().kind(), ExecErrorKind::ResponseTooLarge);
+    let fits = response(&worker, request("POST", "/echo", &[], "ten bytes!")).await;
+    assert_eq!(fits.body(), "ten bytes!");
+}
+
+#[test]
+fn a_component_importing_more_than_the_proxy_world_is_refused_by_name() {
+    let wasm = std::fs::read(guests::COMPONENT_FILESYSTEM).unwrap();
+    let error = load_bytes(&wasm, Limits::default(), &[]).unwrap_err();
+    assert!(matches!(error, LoadError::UnknownComponentImport(_)), "{error:?}");
+    assert!(error.to_string().contains("`wasi:filesystem/types@0.2.6`"), "{error}");
+}
+
+#[test]
+fn a_component_starting_with_more_memory_than_its_limit_is_refused() {
+    let wasm = std::fs::read(guests::HTTP_COMPONENT).unwrap();
+    let error =
+        load_bytes(&wasm, Limits { memory: 64 << 10, ..Limits::default() }, &[]).unwrap_err();
+    assert!(matches!(error, LoadError::InitialMemory { .. }), "{error:?}");
+}
+
+/// A fetcher that answers for `allowed.test` and refuses everything else, counting.
+#[derive(Debug, Default)]
+struct Answering {
+    started: std::sync::atomic::AtomicU32,
+}
+
+impl Fetcher for Answering {
+    fn start(
+        &self,
+        request: http::Request<Bytes>,
+        _max_body: u64,
+    ) -> Result<FetchFuture, FetchError> {
+        if request.uri().host() != Some("allowed.test") {
+            return Err(FetchError::NotAllowed(request.uri().to_string()));
+        }
+        self.started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body = format!("fetched {}", request.uri());
+        Ok(Box::pin(async move { Ok(http::Response::new(Bytes::from(body))) }))
+    }
+}
+
+#[tokio::test]
+async fn a_component_s_outbound_requests_are_the_worker_s_fetches() {
+    let fetcher = Arc::new(Answering::default());
+    let limits = Limits { subrequests: 3, cpu: Duration::from_millis(200), ..Limits::default() };
+    let worker = component_with(limits, Some(fetcher.clone()));
+    let get = |path: &str| request("GET", path, &[], "");
+
+    let ok = response(&worker, get("/fetch?http://allowed.test/x")).await;
+    assert_eq!(ok.body(), "200 fetched http://allowed.test/x");
+    let denied = response(&worker, get("/fetch?http://elsewhere.test/x")).await;
+    assert_eq!(denied.status(), 502);
+    assert_eq!(denied.body(), "ErrorCode::HttpRequestDenied");
+    // Three allowed, the fourth past the cap: never started.
+    let before = fetcher.started.load(std::sync::atomic::Ordering::SeqCst);
+    let many = response(&worker, get("/fetch-many/5?http://allowed.test/y")).await;
+    assert_eq!(many.body(), "3 Some(ErrorCode::ConnectionLimitReached)");
+    assert_eq!(fetcher.started.load(std::sync::atomic::Ordering::SeqCst) - before, 3);
+
+    let none = component();
+    let refused = response(&none, get("/fetch?http://allowed.test/x")).await;
+    assert_eq!(refused.body(), "ErrorCode::HttpRequestDenied", "no fetcher: none");
+}
