@@ -5,6 +5,7 @@
 mod auth;
 mod bench;
 mod cli;
+mod component;
 mod connections;
 mod demo;
 mod hostile;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use edgegate_testkit::{HMAC_SECRET, Signer, now};
 
-use crate::support::{Gateway, Seen, get, http, serve_http};
+use crate::support::{Gateway, Seen, counter, get, http, serve_http};
 
 /// An HTTP/1.1 answer.
 fn answer(status: u16, content_type: &str, body: &str) -> Vec<u8> {
@@ -26,16 +26,6 @@ fn path(seen: &Seen) -> String {
 
 fn metric(gw: &Gateway, outcome: &str) -> u64 {
     counter(gw, &format!("edgegate_shadow_total{{route=\"api\",outcome=\"{outcome}\"}}"))
-}
-
-/// The value of the counter `series` (its name and labels, as exposed), 0 when absent.
-fn counter(gw: &Gateway, series: &str) -> u64 {
-    let line = format!("{series} ");
-    get(gw.admin, "/metrics")
-        .text()
-        .lines()
-        .find_map(|l| l.strip_prefix(line.as_str()).and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
 }
 
 /// A configuration whose `/api` route sends everything to `legacy` (weight `weight`, `wasm`

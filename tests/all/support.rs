@@ -28,6 +28,17 @@ pub struct Gateway {
     _dir: tempfile::TempDir,
 }
 
+/// The value of the counter `series` on `gw`'s `/metrics` (its name and labels, as
+/// exposed), 0 when absent.
+pub fn counter(gw: &Gateway, series: &str) -> u64 {
+    let line = format!("{series} ");
+    get(gw.admin, "/metrics")
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix(line.as_str()).and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
 /// Writes `config` to a fresh directory; returns the directory and the file.
 pub fn write_config(config: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();

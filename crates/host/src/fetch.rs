@@ -95,10 +95,97 @@ pub(crate) struct WorkerFetcher {
     pub(crate) origins: Vec<Origin>,
     /// The `[fetch]` pool.
     pub(crate) pool: Pool,
+    /// `edgegate_fetches_total{worker,outcome}`, by [`Outcome`].
+    pub(crate) counts: Arc<[metrics::Counter; Outcome::ALL.len()]>,
+}
+
+/// How a fetch ended, for `edgegate_fetches_total{outcome}`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Outcome {
+    Ok,
+    Denied,
+    Invalid,
+    Unavailable,
+    Timeout,
+    TooLarge,
+    /// Past the worker's `subrequests`: never started.
+    Limit,
+}
+
+impl Outcome {
+    pub(crate) const ALL: [Self; 7] = [
+        Self::Ok,
+        Self::Denied,
+        Self::Invalid,
+        Self::Unavailable,
+        Self::Timeout,
+        Self::TooLarge,
+        Self::Limit,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Denied => "denied",
+            Self::Invalid => "invalid",
+            Self::Unavailable => "unavailable",
+            Self::Timeout => "timeout",
+            Self::TooLarge => "too_large",
+            Self::Limit => "limit",
+        }
+    }
+
+    fn of(result: &Result<http::Response<Bytes>, FetchError>) -> Self {
+        match result {
+            Ok(_) => Self::Ok,
+            Err(FetchError::NotAllowed(_)) => Self::Denied,
+            Err(FetchError::Invalid(_)) => Self::Invalid,
+            Err(FetchError::Unavailable(_)) => Self::Unavailable,
+            Err(FetchError::Timeout(_)) => Self::Timeout,
+            Err(FetchError::TooLarge(_)) => Self::TooLarge,
+        }
+    }
+
+    /// The counters of worker `worker`, one per outcome.
+    pub(crate) fn counters(worker: &str) -> Arc<[metrics::Counter; Self::ALL.len()]> {
+        Arc::new(Self::ALL.map(|outcome| {
+            metrics::counter!(
+                "edgegate_fetches_total",
+                "worker" => worker.to_owned(),
+                "outcome" => outcome.label(),
+            )
+        }))
+    }
 }
 
 impl Fetcher for WorkerFetcher {
     fn start(
+        &self,
+        request: http::Request<Bytes>,
+        max_body: u64,
+    ) -> Result<FetchFuture, FetchError> {
+        let counts = self.counts.clone();
+        match self.route(request, max_body) {
+            Ok(future) => Ok(Box::pin(async move {
+                let result = future.await;
+                counts[Outcome::of(&result) as usize].increment(1);
+                result
+            })),
+            Err(error) => {
+                counts[Outcome::of(&Err(error.clone())) as usize].increment(1);
+                Err(error)
+            }
+        }
+    }
+
+    fn over_cap(&self) {
+        self.counts[Outcome::Limit as usize].increment(1);
+    }
+}
+
+impl WorkerFetcher {
+    /// Checks `request` against the grants and starts it through its pool.
+    fn route(
         &self,
         mut request: http::Request<Bytes>,
         max_body: u64,

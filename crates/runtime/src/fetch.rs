@@ -26,6 +26,10 @@ pub trait Fetcher: Send + Sync + std::fmt::Debug {
         request: http::Request<Bytes>,
         max_body: u64,
     ) -> Result<FetchFuture, FetchError>;
+
+    /// Told when a request is refused because the guest's request already started its
+    /// `subrequests` (nothing is sent): for counting.
+    fn over_cap(&self) {}
 }
 
 /// Why a fetch failed. Each is one [`edgegate_abi::HostError`] code for the guest.

@@ -225,7 +225,7 @@ impl Steps<'_> {
                         config: worker_config(worker),
                         keys,
                         kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
-                        fetcher: fetcher(worker, upstreams, fetch_pool),
+                        fetcher: fetcher(name, worker, upstreams, fetch_pool),
                         image: worker.image.as_ref().map(Into::into),
                     })
                     .map_err(|source| {
@@ -380,6 +380,7 @@ fn fixed_response(respond: &RespondConfig) -> Response<Bytes> {
 /// The worker's fetcher, if it may fetch anything: its granted upstreams and its `fetch`
 /// origins (both checked by validation).
 fn fetcher(
+    name: &str,
     worker: &WorkerConfig,
     upstreams: &HashMap<String, Arc<Upstream>>,
     pool: &Pool,
@@ -393,7 +394,8 @@ fn fetcher(
         .filter_map(|name| Some((name.clone(), upstreams.get(name)?.clone())))
         .collect();
     let origins = worker.fetch.iter().filter_map(|o| Origin::parse(o).ok()).collect();
-    Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone() }))
+    let counts = crate::fetch::Outcome::counters(name);
+    Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone(), counts }))
 }
 
 /// The `outcome` label of `edgegate_module_cache_total`.

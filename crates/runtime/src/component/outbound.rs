@@ -53,6 +53,7 @@ impl WasiHttpHooks for Outbound {
             return refused(Error::HttpRequestDenied);
         };
         let Some(left) = self.left.checked_sub(1) else {
+            fetcher.over_cap();
             return refused(Error::ConnectionLimitReached);
         };
         self.left = left;

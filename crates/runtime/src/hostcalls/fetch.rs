@@ -48,6 +48,7 @@ pub(super) fn fetch_start(
         return Ok(HostError::NotGranted.code());
     };
     if state.fetches.started >= state.worker.limits.subrequests {
+        fetcher.over_cap();
         return Ok(HostError::LimitExceeded.code());
     }
     let Some(buf) = slice(data, req_ptr, req_len) else {

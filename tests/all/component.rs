@@ -1,0 +1,102 @@
+//! A standard `wasi:http/proxy` component through the real binary: `check` names its ABI; it
+//! serves; its limits answer with the statuses and metrics a module's do; its stdout reaches
+//! the log, escaped; its outbound requests go through the worker's fetch allow-list, counted,
+//! to a real loopback origin.
+
+use crate::cli::check_exact;
+use crate::support::{Gateway, counter, get, post, runtime_section, serve_http};
+
+fn config(origin: std::net::SocketAddr) -> String {
+    format!(
+        r#"
+        {runtime}
+        [workers.component]
+        module = "{component}"
+        fetch = ["http://{origin}"]
+        limits = {{ cpu = "50ms", deadline = "10s", subrequests = 3 }}
+
+        [workers.waiting]
+        module = "{component}"
+        limits = {{ cpu = "200ms", deadline = "300ms" }}
+
+        [[routes]]
+        path = "/sleep"
+        worker = "waiting"
+
+        [[routes]]
+        prefix = "/"
+        worker = "component"
+        "#,
+        runtime = runtime_section(),
+        component = edgegate_guests::HTTP_COMPONENT,
+    )
+}
+
+fn origin() -> std::net::SocketAddr {
+    serve_http(|_, _| b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\norigin".to_vec())
+}
+
+#[test]
+fn check_names_a_component_s_abi_and_interfaces() {
+    let (code, stdout, stderr) = check_exact(&config(origin()));
+    assert_eq!(code, Some(0), "{stderr}");
+    let line = stdout.lines().find(|l| l.starts_with("worker component:")).unwrap_or("");
+    assert!(line.contains("wasi:http/proxy component"), "{stdout}");
+    assert!(line.contains("wasi:http/types@0.2"), "{line}");
+}
+
+#[test]
+fn a_component_serves_and_its_limits_answer_as_a_module_s_do() {
+    let mut gw = Gateway::start(&config(origin()));
+    let hello = get(gw.addr, "/hello");
+    assert_eq!((hello.status, hello.text().as_str()), (200, "hello from a component"));
+    assert_eq!(hello.header("x-kind"), Some("component"));
+    let echoed = post(gw.addr, "/echo", b"streamed back in small writes");
+    assert_eq!(echoed.text(), "streamed back in small writes");
+    assert_eq!(get(gw.addr, "/status/418").status, 418);
+
+    for (reply, status, code) in [
+        (get(gw.addr, "/spin"), 503, "cpu_budget_exceeded"),
+        (get(gw.addr, "/alloc/8"), 500, "out_of_memory"),
+        (get(gw.addr, "/panic"), 500, "worker_trap"),
+        (get(gw.addr, "/sleep"), 504, "deadline_exceeded"),
+    ] {
+        assert_eq!((reply.status, reply.error().as_str()), (status, code), "{}", reply.text());
+        assert_eq!(get(gw.addr, "/hello").status, 200, "after {code}");
+    }
+    for (worker, limit) in [("component", "cpu"), ("component", "memory"), ("waiting", "deadline")]
+    {
+        let series = format!("edgegate_limit_hits_total{{worker=\"{worker}\",limit=\"{limit}\"}}");
+        assert_eq!(counter(&gw, &series), 1, "{series}");
+    }
+
+    assert_eq!(get(gw.addr, "/log").text(), "logged");
+    let (status, stderr) = gw.stop();
+    assert!(status.success(), "{status}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("edgegate::guest")).collect();
+    assert!(lines.iter().any(|l| l.contains("to stdout") && l.contains("stdout")), "{stderr}");
+    assert!(lines.iter().any(|l| l.contains("to stderr") && l.contains("stderr")), "{stderr}");
+    // The escape sequence the guest wrote is shown, not sent to the terminal.
+    assert!(lines.iter().any(|l| l.contains("second\\u{1b}[31m line")), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "an escape reached the log");
+}
+
+#[test]
+fn a_component_s_fetches_follow_the_allow_list_and_the_cap_and_are_counted() {
+    let origin = origin();
+    let gw = Gateway::start(&config(origin));
+    let allowed = get(gw.addr, &format!("/fetch?http://{origin}/x"));
+    assert_eq!(allowed.text(), "200 origin");
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let denied = get(gw.addr, &format!("/fetch?http://{elsewhere}/x"));
+    assert_eq!((denied.status, denied.text().as_str()), (502, "ErrorCode::HttpRequestDenied"));
+    let many = get(gw.addr, &format!("/fetch-many/5?http://{origin}/y"));
+    assert_eq!(many.text(), "3 Some(ErrorCode::ConnectionLimitReached)");
+    let fetches = |outcome: &str| {
+        counter(
+            &gw,
+            &format!("edgegate_fetches_total{{worker=\"component\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!([fetches("ok"), fetches("denied"), fetches("limit")], [4, 1, 2]);
+}
