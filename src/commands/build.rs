@@ -12,6 +12,10 @@
 //! the manifest's: the build runs in the crate's directory wherever `edgegate build` was
 //! started, so the crate's 64 KiB stack setting always applies.
 //!
+//! A crate whose module embeds a component type (wit-bindgen's bindings, the `wasip2` crate)
+//! is a `wasi:http` component: its optimized core module is wrapped with `wit-component`,
+//! and the component is what is written, reported and held to the budget.
+//!
 //! The budget is for optimized modules. When no wasm-opt can be found or installed, the
 //! module is built unoptimized, with a warning, and the budget is not checked: a first build
 //! succeeds wherever cargo does.
@@ -134,7 +138,16 @@ impl BuildCommand {
             }
         };
         let bytes = std::fs::read(&out).with_context(|| format!("reading {}", out.display()))?;
-        let report = ModuleReport::read(&bytes)?;
+        let mut report = ModuleReport::read(&bytes)?;
+        if ModuleReport::has_component_type(&bytes) {
+            let component = wit_component::ComponentEncoder::default()
+                .module(&bytes)
+                .and_then(|encoder| encoder.validate(true).encode())
+                .map_err(|e| anyhow::anyhow!("{}: making a component: {e:#}", package.name))?;
+            std::fs::write(&out, &component)
+                .with_context(|| format!("writing {}", out.display()))?;
+            report = ModuleReport::of_component(&component, report)?;
+        }
         // Function names come from the raw module: wasm-opt strips the name section.
         let named = ModuleReport::read(&raw_bytes)?;
 

@@ -1,5 +1,6 @@
-//! What a built module holds, for `edgegate build`'s report: its size, exports, imports (and
-//! whether this host provides them), memory, data and largest functions.
+//! What a built module holds, for `edgegate build`'s report: its ABI, size, exports, imports
+//! (and whether this host provides them), memory, data and largest functions. A component is
+//! reported by its own imports and exports and its core module's memory, data and code.
 
 use std::fmt;
 
@@ -24,6 +25,8 @@ pub struct ModuleReport {
     pub imports: Vec<(String, String)>,
     /// The ABI version its exports claim (`None`: no edgegate entry point).
     pub abi_version: Option<u32>,
+    /// A `wasi:http` component: `imports` and `exports` are the component's interfaces.
+    pub component: bool,
     /// Initial and maximum pages of its memory.
     pub memory: Option<(u64, Option<u64>)>,
     /// Bytes of its data segments.
@@ -104,8 +107,62 @@ impl ModuleReport {
         Ok(report)
     }
 
-    /// Imports this host does not provide: any from another module, or a name ABI v1 lacks.
+    /// The report of `component`, a component wrapping the core module `core` reports on:
+    /// its size, imports and exports, and the module's memory, data and code.
+    pub fn of_component(component: &[u8], core: Self) -> anyhow::Result<Self> {
+        let mut report = Self {
+            size: component.len() as u64,
+            component: true,
+            abi_version: None,
+            imports: Vec::new(),
+            exports: Vec::new(),
+            ..core
+        };
+        // The component's own sections only, not those of the modules nested in it.
+        let mut depth = 0usize;
+        for payload in Parser::new(0).parse_all(component) {
+            match payload.context("not a WebAssembly component")? {
+                Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+                Payload::End(_) => depth = depth.saturating_sub(1),
+                Payload::ComponentImportSection(section) if depth == 0 => {
+                    for import in section {
+                        report.imports.push((String::new(), import?.name.name.to_owned()));
+                    }
+                }
+                Payload::ComponentExportSection(section) if depth == 0 => {
+                    for export in section {
+                        report.exports.push((export?.name.name.to_owned(), "interface"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(report)
+    }
+
+    /// Whether `wasm` (a core module) embeds a component type: the bindings of `wit-bindgen`
+    /// (the `wasip2` crate, say) put one in, for `wit-component` to make a component of it.
+    pub fn has_component_type(wasm: &[u8]) -> bool {
+        Parser::new(0).parse_all(wasm).flatten().any(|payload| {
+            matches!(payload, Payload::CustomSection(s) if s.name().starts_with("component-type"))
+        })
+    }
+
+    /// Imports this host does not provide: any from another module, or a name ABI v1 lacks;
+    /// for a component, an interface outside what edgegate links.
     pub fn unknown_imports(&self) -> Vec<String> {
+        if self.component {
+            return self
+                .imports
+                .iter()
+                .map(|(_, name)| name)
+                .filter(|name| {
+                    let interface = name.split_once('@').map_or(name.as_str(), |(i, _)| i);
+                    !edgegate_runtime::COMPONENT_INTERFACES.contains(&interface)
+                })
+                .cloned()
+                .collect();
+        }
         self.imports
             .iter()
             .filter(|(module, name)| !imports::provided(module, name))
@@ -132,6 +189,7 @@ pub fn kb(bytes: u64) -> String {
 impl fmt::Display for ModuleReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let abi = match self.abi_version {
+            _ if self.component => "wasi:http/proxy component".to_owned(),
             Some(v) if v == ABI_VERSION => format!("v{v} (this host speaks v{ABI_VERSION})"),
             Some(v) => format!("v{v}: **this host speaks v{ABI_VERSION} only**"),
             None => format!("none: no `{}` export", edgegate_abi::EXPORT_HANDLE),
@@ -141,7 +199,9 @@ impl fmt::Display for ModuleReport {
             self.exports.iter().map(|(name, kind)| format!("{name} ({kind})")).collect();
         writeln!(f, "  exports:   {}", exports.join(", "))?;
         let unknown = self.unknown_imports();
-        let status = if unknown.is_empty() {
+        let status = if unknown.is_empty() && self.component {
+            "all provided by this host: the wasi:http/proxy world".to_owned()
+        } else if unknown.is_empty() {
             format!("all provided by this host (ABI v{ABI_VERSION})")
         } else {
             format!("NOT provided by this host: {}", unknown.join(", "))

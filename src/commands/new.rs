@@ -28,6 +28,9 @@ enum Template {
     Auth,
     /// Reads and writes a KV namespace.
     Kv,
+    /// A standard `wasi:http/proxy` component (the `wasip2` bindings): GET says hello, POST
+    /// echoes. Runs on any wasi:http host.
+    HttpComponent,
 }
 
 impl Template {
@@ -36,6 +39,15 @@ impl Template {
             Self::Echo => include_str!("../templates/echo.rs.tmpl"),
             Self::Auth => include_str!("../templates/auth.rs.tmpl"),
             Self::Kv => include_str!("../templates/kv.rs.tmpl"),
+            Self::HttpComponent => include_str!("../templates/http-component.rs.tmpl"),
+        }
+    }
+
+    /// The crate's dependencies: the SDK at `sdk`, or a component's bindings.
+    fn dependencies(self, sdk: Option<&Path>) -> String {
+        match sdk {
+            Some(sdk) => format!("edgegate-sdk = {{ path = {:?} }}", sdk.display().to_string()),
+            None => "wasip2 = \"2.0.1\"".to_owned(),
         }
     }
 
@@ -44,13 +56,14 @@ impl Template {
         match self {
             Self::Echo | Self::Kv => "16KB",
             Self::Auth => "64KB",
+            Self::HttpComponent => "64KB",
         }
     }
 
     /// The gateway configuration that serves it.
     fn config(self, name: &str, module: &str) -> String {
         let extra = match self {
-            Self::Echo => String::new(),
+            Self::Echo | Self::HttpComponent => String::new(),
             Self::Auth => format!(
                 "\n[workers.{name}.jwt]\nissuer = \"me\"\nrequired_claims = [\"exp\", \"sub\"]\n\n[[workers.{name}.jwt.keys]]\nkid = \"k1\"\nalg = \"HS256\"\nsecret_env = \"MY_JWT_SECRET\"\n"
             ),
@@ -81,21 +94,16 @@ impl NewCommand {
         if self.path.exists() {
             bail!("{} already exists", self.path.display());
         }
-        let sdk = match self.sdk {
-            Some(sdk) => sdk,
-            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/sdk"),
+        let sdk = match self.template {
+            // A component depends on its bindings from crates.io, not on the SDK.
+            Template::HttpComponent => None,
+            _ => Some(sdk_dir(self.sdk)?),
         };
-        let sdk = sdk.canonicalize().with_context(|| {
-            format!(
-                "the edgegate SDK is not at {}: pass --sdk DIR (the `crates/sdk` of an edgegate checkout)",
-                sdk.display()
-            )
-        })?;
         let lib = name.replace('-', "_");
         let module = format!("target/wasm32-unknown-unknown/release/{lib}.opt.wasm");
         let fill = |text: &str| {
             text.replace("{{name}}", &name)
-                .replace("{{sdk}}", &sdk.display().to_string())
+                .replace("{{dependencies}}", &self.template.dependencies(sdk.as_deref()))
                 .replace("{{budget}}", self.template.budget())
         };
         let files = [
@@ -121,6 +129,18 @@ impl NewCommand {
         );
         Ok(())
     }
+}
+
+/// The SDK crate to depend on: `given`, else the one in the source tree this edgegate was
+/// built from.
+fn sdk_dir(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let sdk = given.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/sdk"));
+    sdk.canonicalize().with_context(|| {
+        format!(
+            "the edgegate SDK is not at {}: pass --sdk DIR (the `crates/sdk` of an edgegate checkout)",
+            sdk.display()
+        )
+    })
 }
 
 fn readme(name: &str, module: &str) -> String {

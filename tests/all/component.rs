@@ -100,3 +100,26 @@ fn a_component_s_fetches_follow_the_allow_list_and_the_cap_and_are_counted() {
     };
     assert_eq!([fetches("ok"), fetches("denied"), fetches("limit")], [4, 1, 2]);
 }
+
+#[test]
+fn a_component_compiles_ahead_of_time_and_serves_from_its_cwasm() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwasm = dir.path().join("component.cwasm");
+    let out = crate::cli::edgegate(&[
+        "compile",
+        edgegate_guests::HTTP_COMPONENT,
+        "-o",
+        cwasm.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let config = format!(
+        "{}\n[workers.c]\nmodule = {:?}\n[[routes]]\nprefix = \"/\"\nworker = \"c\"\n",
+        runtime_section(),
+        cwasm.display().to_string()
+    );
+    let (code, stdout, stderr) = check_exact(&config);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("(precompiled): wasi:http/proxy component"), "{stdout}");
+    let gw = Gateway::start(&config);
+    assert_eq!(get(gw.addr, "/hello").text(), "hello from a component");
+}

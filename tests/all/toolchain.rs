@@ -93,7 +93,11 @@ fn scaffold(dir: &Path, template: &str) -> PathBuf {
     let out = build(&krate, &["-o", module.to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("ABI:       v1"), "{stdout}");
+    let abi = match template {
+        "http-component" => "ABI:       wasi:http/proxy component",
+        _ => "ABI:       v1",
+    };
+    assert!(stdout.contains(abi), "{stdout}");
     assert!(stdout.contains("all provided by this host"), "{stdout}");
     match wasm_opt() {
         Some(_) => assert!(stdout.contains("within"), "the template fits its budget: {stdout}"),
@@ -107,6 +111,18 @@ fn a_scaffold_builds_serves_and_answers() {
     let dir = tempfile::tempdir().unwrap();
     let module = scaffold(dir.path(), "echo");
     serves_as_echo(&module, "my-echo");
+}
+
+/// `--template http-component`: a standard wasi:http component, built from
+/// wasm32-unknown-unknown and wrapped by `edgegate build`, that edgegate serves as any
+/// other worker.
+#[test]
+fn a_component_scaffold_builds_into_a_component_and_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = scaffold(dir.path(), "http-component");
+    let bytes = std::fs::read(&module).unwrap();
+    assert!(wasmparser::Parser::is_component(&bytes), "not a component");
+    serves_as_echo(&module, "my-http-component");
 }
 
 /// The first steps of docs/toolchain.md, `edgegate new hello && edgegate build hello`, in a
@@ -196,7 +212,7 @@ fn without_wasm_opt_or_npm_the_first_build_succeeds_unoptimized() {
 #[test]
 fn every_template_builds_and_passes_its_own_tests() {
     let dir = tempfile::tempdir().unwrap();
-    for template in ["echo", "kv", "auth"] {
+    for template in ["echo", "kv", "auth", "http-component"] {
         let module = scaffold(dir.path(), template);
         // The generated tests run natively, as `cargo test` in the new crate runs them.
         let out = Command::new(env!("CARGO"))

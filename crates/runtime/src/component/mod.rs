@@ -54,7 +54,7 @@ use crate::limits::Limits;
 use crate::request::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 
 /// The interfaces a component may import, without their versions (any `0.2.x`).
-pub(crate) const PROVIDED: &[&str] = &[
+pub const PROVIDED: &[&str] = &[
     "wasi:http/types",
     "wasi:http/outgoing-handler",
     "wasi:io/error",
