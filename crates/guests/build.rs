@@ -12,6 +12,13 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-unknown-unknown";
 
+/// The target of the std guest test program, built only when the toolchain has it (CI adds
+/// it; the test says SKIPPED loudly without it).
+const WASIP2: &str = "wasm32-wasip2";
+
+/// The test program built for [`WASIP2`]: a component as rustc links it.
+const WASIP2_PROGRAM: &str = "wasip2-std";
+
 /// The demo workers, always built: the gateway binary embeds them.
 const WORKERS: &[&str] = &[
     "echo-json",
@@ -52,7 +59,8 @@ fn main() {
     if test_programs {
         packages.extend_from_slice(RUST_PROGRAMS);
     }
-    let built = build_rust_guests(&workspace, &out_dir, &packages);
+    assert_target_installed();
+    let built = build_rust_guests(&workspace, &out_dir, &packages, TARGET);
 
     let mut consts = String::new();
     for (package, path) in &built {
@@ -69,6 +77,23 @@ fn main() {
         }
     }
     if test_programs {
+        let wasip2 = target_installed(WASIP2).then(|| {
+            build_rust_guests(&workspace, &out_dir, &[WASIP2_PROGRAM], WASIP2).remove(0).1
+        });
+        let name = WASIP2_PROGRAM.to_uppercase().replace('-', "_");
+        writeln!(
+            consts,
+            "/// The `{WASIP2_PROGRAM}` test program, built for {WASIP2}: `None` when the \
+             toolchain lacks the target."
+        )
+        .unwrap();
+        writeln!(consts, "#[cfg(feature = \"test-programs\")]").unwrap();
+        writeln!(
+            consts,
+            "pub const {name}: Option<&str> = {:?};",
+            wasip2.map(|p| p.display().to_string())
+        )
+        .unwrap();
         for path in wat_programs(&workspace.join("crates/guests/programs")) {
             let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
             let wasm = wat::parse_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -98,15 +123,15 @@ fn build_rust_guests(
     workspace: &Path,
     out_dir: &Path,
     packages: &[&str],
+    target: &str,
 ) -> Vec<(String, PathBuf)> {
-    check_target_installed();
     // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out: share one guest target directory
     // per outer target directory, so debug, release and clippy builds reuse it.
     let target_dir = out_dir.ancestors().nth(4).unwrap().join("wasm-guests");
     let cargo = env::var_os("CARGO").unwrap();
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace)
-        .args(["build", "--locked", "--profile", "wasm", "--target", TARGET])
+        .args(["build", "--locked", "--profile", "wasm", "--target", target])
         .arg("--target-dir")
         .arg(&target_dir);
     for package in packages {
@@ -134,7 +159,7 @@ fn build_rust_guests(
         .iter()
         .map(|package| {
             let file = format!("{}.wasm", package.replace('-', "_"));
-            let built = target_dir.join(TARGET).join("wasm").join(&file);
+            let built = target_dir.join(target).join("wasm").join(&file);
             let dest = out_dir.join(format!("{package}.wasm"));
             if COMPONENTS.contains(package) {
                 let module =
@@ -154,7 +179,18 @@ fn build_rust_guests(
 }
 
 /// Fails with instructions instead of cargo's "can't find crate for `core`".
-fn check_target_installed() {
+fn assert_target_installed() {
+    if !target_installed(TARGET) {
+        panic!(
+            "the {TARGET} target is not installed for this toolchain.\n\
+             Run `rustup target add {TARGET}` (scripts/demo and scripts/test do it for you)."
+        );
+    }
+}
+
+/// Whether this toolchain's sysroot has `target`'s standard library (assumed so when the
+/// sysroot cannot be found).
+fn target_installed(target: &str) -> bool {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let sysroot = Command::new(rustc)
         .args(["--print", "sysroot"])
@@ -162,12 +198,5 @@ fn check_target_installed() {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    if let Some(sysroot) = sysroot
-        && !sysroot.join("lib/rustlib").join(TARGET).exists()
-    {
-        panic!(
-            "the {TARGET} target is not installed for this toolchain.\n\
-             Run `rustup target add {TARGET}` (scripts/demo and scripts/test do it for you)."
-        );
-    }
+    sysroot.is_none_or(|sysroot| sysroot.join("lib/rustlib").join(target).exists())
 }

@@ -223,3 +223,32 @@ async fn a_component_s_outbound_requests_are_the_worker_s_fetches() {
     let refused = response(&none, get("/fetch?http://allowed.test/x")).await;
     assert_eq!(refused.body(), "ErrorCode::HttpRequestDenied", "no fetcher: none");
 }
+
+/// A std guest for `wasm32-wasip2` (the `wasi` crate), as most Rust wasi:http code is built:
+/// it imports the cli environment, exit and terminal interfaces and `insecure-seed`, which
+/// edgegate links as empty, a trap and none.
+#[tokio::test]
+async fn a_std_guest_built_for_wasm32_wasip2_loads_and_serves() {
+    let Some(path) = guests::WASIP2_STD else {
+        let why = "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)";
+        assert!(std::env::var("EDGEGATE_REQUIRE_WASIP2").as_deref() != Ok("1"), "{why}");
+        eprintln!("!!! SKIPPED: {why}");
+        return;
+    };
+    let wasm = std::fs::read(path).unwrap();
+    let worker =
+        load_bytes(&wasm, Limits { cpu: Duration::from_millis(200), ..Limits::default() }, &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+    let info = worker.module_info();
+    assert_eq!(info.abi, Abi::HttpComponent);
+    assert!(info.imports.iter().any(|i| i.starts_with("wasi:cli/environment@")), "{info:?}");
+    let body = |path: &'static str| {
+        let worker = worker.clone();
+        async move { response(&worker, request("GET", path, &[], "")).await.body().clone() }
+    };
+    assert_eq!(body("/env").await, "0 0", "no environment, no arguments");
+    assert_eq!(body("/map").await, "2");
+    assert_eq!(body("/print").await, "printed");
+    assert_eq!(component_failure(&worker, "/exit").await, ExecErrorKind::Trap);
+    assert_eq!(body("/map").await, "2", "still serving after the exit");
+}
