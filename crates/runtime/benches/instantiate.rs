@@ -8,6 +8,10 @@
 //!   instantiate, parse and re-serialize about 1 KiB of JSON, decode the response, drop.
 //!   `cargo bench -p echo-json` runs the same handler natively, for the cost of Wasm.
 //!
+//! * `abi/*`: a core module against a `wasi:http` component, the same trivial answer both
+//!   ways (the hostile guest's `/ok`, the component's `/hello`): instantiating alone (a
+//!   trial: instantiate and drop) and the whole request.
+//!
 //! Run: `cargo bench -p edgegate-runtime --bench instantiate`
 
 use std::collections::BTreeMap;
@@ -62,6 +66,19 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("isolation");
     group.throughput(Throughput::Elements(1));
     group.bench_function("trivial-handler", |b| b.iter(|| run(&hostile, &ok)));
+    group.finish();
+
+    let component = load(&runtime, &std::fs::read(edgegate_guests::HTTP_COMPONENT).unwrap());
+    let mut hello = GuestRequest { uri: "/hello".parse().unwrap(), ..GuestRequest::default() };
+    hello.headers.insert("host", "bench".parse().unwrap());
+    let mut group = c.benchmark_group("abi");
+    group
+        .bench_function("instantiate/module", |b| b.iter(|| rt.block_on(hostile.trial()).unwrap()));
+    group.bench_function("instantiate/component", |b| {
+        b.iter(|| rt.block_on(component.trial()).unwrap())
+    });
+    group.bench_function("request/module", |b| b.iter(|| run(&hostile, &ok)));
+    group.bench_function("request/component", |b| b.iter(|| run(&component, &hello)));
     group.finish();
 
     let echo = load(&runtime, edgegate_guests::ECHO_JSON);

@@ -83,9 +83,7 @@ impl Meter {
             }
             None if self.memory_refused => ExecErrorKind::OutOfMemory,
             // A component's `wasi:cli/exit`: ending the instance is all it may do.
-            None if error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => {
-                ExecErrorKind::Trap
-            }
+            None if error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => ExecErrorKind::Trap,
             None => match error.downcast_ref::<Trap>() {
                 Some(Trap::StackOverflow) => ExecErrorKind::StackOverflow,
                 Some(_) => ExecErrorKind::Trap,
