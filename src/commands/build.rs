@@ -79,8 +79,7 @@ impl BuildCommand {
         let dir = manifest.parent().unwrap_or(Path::new(".")).to_path_buf();
         let package = Package::of(&manifest, &dir)?;
         ensure_target(&dir)?;
-        let status = Command::new(cargo())
-            .current_dir(&dir)
+        let status = cargo(&dir)?
             .args(["build", "--target", TARGET, "--profile", &self.profile])
             .arg("--manifest-path")
             .arg(&manifest)
@@ -235,8 +234,7 @@ struct MetaTarget {
 impl Package {
     /// The package of `manifest`, as cargo sees it from `dir` (where the build runs).
     fn of(manifest: &Path, dir: &Path) -> anyhow::Result<Self> {
-        let output = Command::new(cargo())
-            .current_dir(dir)
+        let output = cargo(dir)?
             .args(["metadata", "--format-version", "1", "--no-deps", "--manifest-path"])
             .arg(manifest)
             .output()
@@ -289,8 +287,18 @@ impl Package {
     }
 }
 
-fn cargo() -> std::ffi::OsString {
-    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+/// Cargo, to run in the crate's directory `dir`. A relative `CARGO_TARGET_DIR` meant the
+/// directory `edgegate build` was started in, so it is made absolute from there.
+fn cargo(dir: &Path) -> anyhow::Result<Command> {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.current_dir(dir);
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from)
+        && target.is_relative()
+    {
+        let here = std::env::current_dir().context("reading the current directory")?;
+        command.env("CARGO_TARGET_DIR", here.join(target));
+    }
+    Ok(command)
 }
 
 /// Adds the wasm32 target with rustup when the crate's toolchain lacks it.

@@ -136,7 +136,10 @@ fn new_then_build_from_the_parent_folder_gets_the_small_stack() {
     let new = edgegate_in(parent.path(), &["new", "hello"]).output().unwrap();
     assert!(new.status.success(), "{}", text(&new.stderr));
     let mut command = edgegate_in(parent.path(), &["build", "hello"]);
-    command.env("CARGO_TARGET_DIR", scaffolds_target());
+    // Relative, as CI passes it: it means the folder `build` was started in, not the crate's.
+    let up = "../".repeat(parent.path().components().count() - 1);
+    let shared = scaffolds_target();
+    command.env("CARGO_TARGET_DIR", Path::new(&up).join(shared.strip_prefix("/").unwrap()));
     if let Some(path) = wasm_opt() {
         command.env("EDGEGATE_WASM_OPT", path);
     }
@@ -148,6 +151,8 @@ fn new_then_build_from_the_parent_folder_gets_the_small_stack() {
         assert!(report_line(&stdout, "budget").contains("within"), "{stdout}");
     }
     let module = scaffolds_target().join("wasm32-unknown-unknown/release/hello.opt.wasm");
+    let reported = stdout.lines().find_map(|l| l.strip_prefix("hello: ")).unwrap_or("");
+    assert_eq!(Path::new(reported).canonicalize().ok(), module.canonicalize().ok(), "{stdout}");
     serves_as_echo(&module, "hello");
 }
 
