@@ -1,6 +1,6 @@
 //! What stops a running guest, module or component alike: its CPU budget and its deadline,
-//! checked at every epoch tick, its memory limit when it grows, and the record of why the
-//! runtime stopped it, so that the trap that follows is told apart from the guest's own.
+//! checked at every epoch tick, its memory limit when it grows, its host call budget, and the
+//! record of why the runtime stopped it, so that the trap that follows is told apart from the guest's own.
 
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,14 @@ pub(crate) struct Meter {
     pub(crate) memory_refused: bool,
     /// Epoch ticks the guest has been seen running at.
     ticks_seen: u32,
+    /// Calls into the host so far.
+    hostcalls: u32,
     deadline: Instant,
 }
 
 impl Meter {
     pub(crate) fn new(deadline: Instant) -> Self {
-        Self { stop: None, memory_refused: false, ticks_seen: 0, deadline }
+        Self { stop: None, memory_refused: false, ticks_seen: 0, hostcalls: 0, deadline }
     }
 
     /// When the request's deadline passes.
@@ -68,6 +70,17 @@ impl Meter {
         let allowed = desired <= limit;
         self.memory_refused |= !allowed;
         allowed
+    }
+
+    /// Counts one call into the host; past `budget`, records the stop and returns the trap
+    /// to raise.
+    pub(crate) fn hostcall(&mut self, budget: u32) -> wasmtime::Result<()> {
+        self.hostcalls += 1;
+        if self.hostcalls > budget {
+            self.stop = Some(Stop::Hostcalls);
+            return Err(wasmtime::format_err!("host call budget of {budget} spent"));
+        }
+        Ok(())
     }
 
     /// Turns a failed instantiation or call into the kind of failure it was.

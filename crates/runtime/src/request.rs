@@ -27,7 +27,7 @@ use crate::error::{ExecError, ExecErrorKind};
 use crate::fetch::{FetchError, Fetcher};
 use crate::keys::Keys;
 use crate::limits::Limits;
-use crate::meter::{Meter, Stop};
+use crate::meter::Meter;
 
 /// A request's id, unique within a gateway process: 16 hex digits in logs and error bodies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,7 +176,6 @@ pub(crate) struct RequestState {
     pub(crate) request_len: u32,
     pub(crate) request_id: RequestId,
     pub(crate) memory: Option<Memory>,
-    pub(crate) hostcalls: u32,
     /// KV operations so far (a batch counts each key).
     pub(crate) kv_ops: u32,
     /// An answer too large for the guest's buffer, kept for the same call again.
@@ -195,15 +194,7 @@ pub(crate) struct RequestState {
 impl RequestState {
     /// Counts one host call; past the budget, records the stop and returns the trap to raise.
     pub(crate) fn charge_hostcall(&mut self) -> wasmtime::Result<()> {
-        self.hostcalls += 1;
-        if self.hostcalls > self.worker.limits.hostcalls {
-            self.meter.stop = Some(Stop::Hostcalls);
-            return Err(wasmtime::format_err!(
-                "host call budget of {} spent",
-                self.worker.limits.hostcalls
-            ));
-        }
-        Ok(())
+        self.meter.hostcall(self.worker.limits.hostcalls)
     }
 
     /// Blob `handle`: 0 is the request body, then what [`Self::add_blob`] added.
@@ -405,7 +396,6 @@ fn new_store(
         request_len,
         request_id,
         memory: None,
-        hostcalls: 0,
         kv_ops: 0,
         kept: None,
         fetches: Fetches::default(),

@@ -12,7 +12,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::outbound::Outbound;
-use crate::meter::{Meter, Stop};
+use crate::meter::Meter;
 use crate::request::{RequestId, Usage, WorkerShared};
 
 /// How much of its stdout and of its stderr a request may write; past it, the stream is
@@ -41,8 +41,6 @@ pub(crate) struct ComponentState {
     pub(crate) stderr: MemoryOutputPipe,
     pub(crate) meter: Meter,
     pub(crate) usage: Usage,
-    /// Host calls so far.
-    hostcalls: u32,
     /// Bytes of linear memory, all memories together, and the most there has been.
     memory: u64,
 }
@@ -71,7 +69,6 @@ impl ComponentState {
             stderr,
             meter: Meter::new(deadline),
             usage: Usage::default(),
-            hostcalls: 0,
             memory: 0,
             worker,
         }
@@ -80,15 +77,7 @@ impl ComponentState {
     /// Counts one call into the host; past the worker's budget, records the stop and
     /// returns the trap to raise.
     pub(crate) fn charge_hostcall(&mut self) -> wasmtime::Result<()> {
-        self.hostcalls += 1;
-        if self.hostcalls > self.worker.limits.hostcalls {
-            self.meter.stop = Some(Stop::Hostcalls);
-            return Err(wasmtime::format_err!(
-                "host call budget of {} spent",
-                self.worker.limits.hostcalls
-            ));
-        }
-        Ok(())
+        self.meter.hostcall(self.worker.limits.hostcalls)
     }
 
     /// The most linear memory the instance has had, all memories together.
