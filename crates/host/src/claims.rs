@@ -144,23 +144,14 @@ fn text(s: JsonStr<'_>) -> Cow<'_, str> {
     s.as_str().map_or_else(|| Cow::Owned(s.chars().collect()), Cow::Borrowed)
 }
 
-/// The token of the `Authorization: Bearer <token>` header (RFC 6750 §2.1; the scheme is
-/// case-insensitive), by the rules of `edgegate_sdk::jwt::bearer_token`: two `Authorization`
-/// headers are invalid, another scheme or an empty token is none.
+/// The token of the `Authorization: Bearer <token>` header, by the SDK's rules: none is
+/// missing, two headers or bytes that are not text are invalid.
 fn bearer(headers: &HeaderMap) -> Result<&str, Outcome> {
-    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
-    let value = values.next().ok_or(Outcome::Missing)?;
-    if values.next().is_some() {
-        return Err(Outcome::Invalid);
-    }
-    let value = value.to_str().map_err(|_| Outcome::Invalid)?;
-    let (scheme, token) = value.split_once(' ').ok_or(Outcome::Missing)?;
-    let token = token.trim_matches(' ');
-    if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() {
-        Ok(token)
-    } else {
-        Err(Outcome::Missing)
-    }
+    let values = headers.get_all(http::header::AUTHORIZATION).iter().map(|v| v.as_bytes());
+    jwt::bearer_of(values).map_err(|error| match error {
+        jwt::Error::MissingToken => Outcome::Missing,
+        _ => Outcome::Invalid,
+    })
 }
 
 fn unix_now() -> i64 {

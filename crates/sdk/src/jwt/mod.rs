@@ -300,9 +300,18 @@ impl Validation {
 /// The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1; the scheme is
 /// case-insensitive). More than one `Authorization` header is [`Error::Malformed`].
 pub fn bearer_token<'a>(req: &Request<'a>) -> Result<&'a str, Error> {
-    let mut values =
-        req.headers().iter().filter(|(name, _)| name.eq_ignore_ascii_case(b"authorization"));
-    let value = values.next().ok_or(Error::MissingToken)?.1;
+    bearer_of(
+        req.headers()
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case(b"authorization"))
+            .map(|(_, value)| value),
+    )
+}
+
+/// The token of the `Authorization` header whose values are `values`, by the rules of
+/// [`bearer_token`]: for a host that holds the headers itself (a gateway routing on claims).
+pub fn bearer_of<'a>(mut values: impl Iterator<Item = &'a [u8]>) -> Result<&'a str, Error> {
+    let value = values.next().ok_or(Error::MissingToken)?;
     if values.next().is_some() {
         return Err(Error::Malformed);
     }
