@@ -156,10 +156,7 @@ impl ModuleReport {
                 .imports
                 .iter()
                 .map(|(_, name)| name)
-                .filter(|name| {
-                    let interface = name.split_once('@').map_or(name.as_str(), |(i, _)| i);
-                    !edgegate_runtime::COMPONENT_INTERFACES.contains(&interface)
-                })
+                .filter(|name| !edgegate_runtime::component_provides(name))
                 .cloned()
                 .collect();
         }

@@ -59,7 +59,7 @@ mod tests;
 pub const SPAN_TARGET: &str = "edgegate::span";
 
 pub use compiled::Abi;
-pub use component::PROVIDED as COMPONENT_INTERFACES;
+pub use component::provides as component_provides;
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};

@@ -54,7 +54,7 @@ use crate::limits::Limits;
 use crate::request::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 
 /// The interfaces a component may import, without their versions (any `0.2.x`).
-pub const PROVIDED: &[&str] = &[
+pub(crate) const PROVIDED: &[&str] = &[
     "wasi:http/types",
     "wasi:http/outgoing-handler",
     "wasi:io/error",
@@ -76,6 +76,13 @@ pub const PROVIDED: &[&str] = &[
     "wasi:cli/terminal-stdout",
     "wasi:cli/terminal-stderr",
 ];
+
+/// Whether a component may import `name` (`wasi:http/types@0.2.12`, say): an interface of
+/// [`PROVIDED`], at any version.
+pub fn provides(name: &str) -> bool {
+    let interface = name.split_once('@').map_or(name, |(interface, _)| interface);
+    PROVIDED.contains(&interface)
+}
 
 /// The host side of everything in [`PROVIDED`].
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<ComponentState>> {
@@ -169,10 +176,7 @@ pub(crate) fn load(
     let engine = linker.engine();
     let imports: Vec<String> =
         component.component_type().imports(engine).map(|(name, _)| name.to_owned()).collect();
-    if let Some(unknown) = imports.iter().find(|name| {
-        let interface = name.split_once('@').map_or(name.as_str(), |(i, _)| i);
-        !PROVIDED.contains(&interface)
-    }) {
+    if let Some(unknown) = imports.iter().find(|name| !provides(name)) {
         return Err(LoadError::UnknownComponentImport(unknown.clone()));
     }
     let needs =
