@@ -78,7 +78,7 @@ pub(crate) const PROVIDED: &[&str] = &[
 ];
 
 /// Whether a component may import `name` (`wasi:http/types@0.2.12`, say): an interface of
-/// [`PROVIDED`], at any version.
+/// interface edgegate links for components (docs/components.md), at any `0.2.x` version.
 pub fn provides(name: &str) -> bool {
     let interface = name.split_once('@').map_or(name, |(interface, _)| interface);
     PROVIDED.contains(&interface)
