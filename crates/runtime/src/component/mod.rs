@@ -77,8 +77,8 @@ pub(crate) const PROVIDED: &[&str] = &[
     "wasi:cli/terminal-stderr",
 ];
 
-/// Whether a component may import `name` (`wasi:http/types@0.2.12`, say): an interface of
-/// interface edgegate links for components (docs/components.md), at any `0.2.x` version.
+/// Whether a component may import `name` (`wasi:http/types@0.2.12`, say): an interface
+/// edgegate links for components (docs/components.md), at any version.
 pub fn provides(name: &str) -> bool {
     let interface = name.split_once('@').map_or(name, |(interface, _)| interface);
     PROVIDED.contains(&interface)
