@@ -22,6 +22,7 @@ const WASIP2_PROGRAM: &str = "wasip2-std";
 /// The demo workers, always built: the gateway binary embeds them.
 const WORKERS: &[&str] = &[
     "echo-json",
+    "echo-json-component",
     "auth-router",
     "kv-lookup",
     "fan-out",
@@ -33,9 +34,9 @@ const WORKERS: &[&str] = &[
 /// Rust test programs, built with the `test-programs` feature.
 const RUST_PROGRAMS: &[&str] = &["hostile", "http-component"];
 
-/// Test programs that are `wasi:http` components: built as core modules, then wrapped with
+/// Guests that are `wasi:http` components: built as core modules, then wrapped with
 /// `wit-component` from the component type their bindings embed (no new rustup target).
-const COMPONENTS: &[&str] = &["http-component"];
+const COMPONENTS: &[&str] = &["echo-json-component", "http-component"];
 
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap());

@@ -404,6 +404,48 @@ mod capacity {
         assert!(matches!(stalled, Verdict::First(r) if r.ratio > 1.1), "{stalled:?}");
     }
 
+    /// `edgegate-component` serves static-json through `echo-json-component`: its answers
+    /// check out byte for byte and it is measured beside edgegate's core module, with the
+    /// same closed loop; it serves nothing else, and says so instead of a wrong answer.
+    #[test]
+    #[ignore = "measures CPU: run alone, as scripts/test does"]
+    fn the_component_twin_of_static_json_is_measured_beside_the_core_module() {
+        let out = tempfile::tempdir().unwrap();
+        let args = ["--capacity", "--runtimes", "edgegate,edgegate-component"];
+        let workloads = ["--workloads", "static-json,db-lookup", "--rounds", "1"];
+        let results = super::bench(out.path(), &[&args[..], &workloads[..]].concat());
+        let capacity = |name: &str, workload: &str| {
+            let r = super::runtime(&results, name);
+            assert!(r["failed"].is_null() && r["missing"].is_null(), "{name}: {r}");
+            let found =
+                r["capacity"].as_array().unwrap().iter().find(|c| c["workload"] == workload);
+            found.map(|c| {
+                let round = &c["rounds"][0];
+                for kind in ["io", "status", "timeout"] {
+                    assert_eq!(round["errors"][kind], 0, "{name} {workload}: {round}");
+                }
+                round["ok"].as_u64().unwrap()
+            })
+        };
+        assert!(capacity("edgegate", "static-json").unwrap() > 100);
+        assert!(capacity("edgegate", "db-lookup").unwrap() > 100);
+        assert!(capacity("edgegate-component", "static-json").unwrap() > 100);
+        assert_eq!(capacity("edgegate-component", "db-lookup"), None, "it serves no db-lookup");
+        let component = super::runtime(&results, "edgegate-component");
+        let checks = component["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 1, "{checks:?}");
+        assert_eq!(
+            (&checks[0]["workload"], &checks[0]["ok"]),
+            (&"static-json".into(), &true.into())
+        );
+        assert!(component["version"].as_str().unwrap().contains("wasi:http component"));
+        // Its start and hot swap are the component's own: a new version compiled, then swapped.
+        let starts = component["cold_start"].as_array().unwrap();
+        assert!(starts.iter().any(|s| s["what"].as_str().unwrap().contains("POST /reload")));
+        let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+        assert!(report.contains("| edgegate-component |"), "{report}");
+    }
+
     /// `--tls`: every runtime that serves TLS is measured over it three ways, beside plain
     /// HTTP, with no failed request; a handshake per request costs the server more CPU than
     /// records on a kept connection.

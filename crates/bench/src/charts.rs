@@ -20,6 +20,7 @@ fn colour(runtime: Runtime) -> RGBColor {
     match runtime {
         Runtime::Edgegate => RGBColor(0xD9, 0x48, 0x1C),
         Runtime::EdgegateWasm => RGBColor(0x8E, 0x2A, 0x6B),
+        Runtime::EdgegateComponent => RGBColor(0x1C, 0x8C, 0x8C),
         Runtime::Node => RGBColor(0x3C, 0x87, 0x3A),
         Runtime::Workerd => RGBColor(0xF3, 0x8A, 0x20),
         Runtime::Native => RGBColor(0x4A, 0x5C, 0xC8),

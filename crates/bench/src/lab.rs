@@ -166,6 +166,10 @@ impl<F: Fn(String)> Lab<'_, F> {
         }
         self.progress.inc(1);
         for &workload in &self.plan.workloads {
+            if !runtime.serves(workload) {
+                (self.say)(format!("{name}: {}: not served by this runtime", workload.name()));
+                continue;
+            }
             let check = check_answers(server.addr, &self.fixtures.requests(workload));
             let ok = check.is_ok();
             result.checks.push(Check { workload, ok, detail: check.err().unwrap_or_default() });
@@ -379,7 +383,8 @@ impl<F: Fn(String)> Lab<'_, F> {
     /// with an empty module cache and once after a new version of one module, followed by its
     /// hot swaps to newer versions (`POST /reload`, [`hot_swap`]). These starts
     /// load no json-transform catalog, so that they time the runtime; the last start, with the
-    /// catalog, is reported on its own. Returns that server, still running.
+    /// catalog, is reported on its own (by a runtime that serves json-transform). Returns that
+    /// server, still running.
     fn cold_starts(
         &self,
         prepared: &Prepared,
@@ -426,7 +431,9 @@ impl<F: Fn(String)> Lab<'_, F> {
         }
         prepared.write_catalog(&self.fixtures.catalog)?;
         let server = start()?;
-        result.cold_start.push(once(CATALOG_START, &server));
+        if prepared.runtime.serves(Workload::JsonTransform) {
+            result.cold_start.push(once(CATALOG_START, &server));
+        }
         Ok(server)
     }
 

@@ -3,6 +3,7 @@
 //! | runtime | what runs | installed by |
 //! |---|---|---|
 //! | `edgegate` | `edgegate serve` with the bundled workers | this build |
+//! | `edgegate-component` | `edgegate serve` with static-json as a `wasi:http` component (on request) | this build |
 //! | `node` | `node bench/node/server.mjs` (node:http, node:crypto, sharp) | `bench/node/install` |
 //! | `workerd` | `workerd serve` of `bench/node/worker.mjs` (jpeg-js for the image) | `bench/node/install` |
 //! | `native` | `edgegate bench-native`: the same logic on plain hyper, no Wasm | this build |
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::affinity::CpuPlan;
 use crate::load::{RequestTemplate, request_once};
 use crate::results::GcPauses;
-use crate::workload::{Fixtures, SECRET};
+use crate::workload::{Fixtures, SECRET, Workload};
 
 /// The environment variable each comparator reads the HS256 secret from.
 pub const SECRET_ENV: &str = "EDGEGATE_BENCH_SECRET";
@@ -38,6 +39,11 @@ pub enum Runtime {
     /// the host's image capability: on request only (`--runtimes edgegate-wasm`), to show what
     /// the capability changes.
     EdgegateWasm,
+    /// edgegate serving the static-json workload with `echo-json-component`, the same logic
+    /// as a standard `wasi:http/proxy` component: on request only
+    /// (`--runtimes edgegate-component`), to put a price on the component ABI. It serves no
+    /// other workload (they need edgegate's JWT keys and KV, which the core ABI has).
+    EdgegateComponent,
     /// Node.js (V8), the machine's `node`.
     Node,
     /// workerd, Cloudflare's V8 isolate runtime.
@@ -51,14 +57,21 @@ impl Runtime {
     pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
 
     /// Every runtime `--runtimes` accepts.
-    pub const NAMED: [Self; 5] =
-        [Self::Edgegate, Self::EdgegateWasm, Self::Node, Self::Workerd, Self::Native];
+    pub const NAMED: [Self; 6] = [
+        Self::Edgegate,
+        Self::EdgegateWasm,
+        Self::EdgegateComponent,
+        Self::Node,
+        Self::Workerd,
+        Self::Native,
+    ];
 
     /// The name in reports and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Self::Edgegate => "edgegate",
             Self::EdgegateWasm => "edgegate-wasm",
+            Self::EdgegateComponent => "edgegate-component",
             Self::Node => "node",
             Self::Workerd => "workerd",
             Self::Native => "native",
@@ -70,9 +83,14 @@ impl Runtime {
         Self::NAMED.into_iter().find(|r| r.name() == name)
     }
 
-    /// Whether it is edgegate (with either image path).
+    /// Whether it is edgegate (any of its configurations).
     pub fn is_edgegate(self) -> bool {
-        matches!(self, Self::Edgegate | Self::EdgegateWasm)
+        matches!(self, Self::Edgegate | Self::EdgegateWasm | Self::EdgegateComponent)
+    }
+
+    /// Whether it serves `workload` (every runtime but `edgegate-component` serves them all).
+    pub fn serves(self, workload: Workload) -> bool {
+        self != Self::EdgegateComponent || workload == Workload::StaticJson
     }
 }
 
@@ -223,10 +241,29 @@ cpu = "250ms"
 request_body = "8MiB"
 "#;
 
+/// The configuration of `edgegate-component`: `echo-json-component` (written to the same
+/// file as `echo-json` is for the others) with the same limits, on the same route.
+const COMPONENT_CONFIG: &str = r#"# Written by `edgegate bench`.
+[runtime]
+cache_dir = "cache"
+
+[workers.echo-json]
+module = "modules/echo-json.wasm"
+limits = { cpu = "20ms" }
+
+[[routes]]
+path = "/echo"
+methods = ["POST"]
+worker = "echo-json"
+"#;
+
 /// The lab's edgegate configuration for `runtime` (an edgegate one).
 fn edgegate_config(runtime: Runtime) -> String {
-    let image = if runtime == Runtime::EdgegateWasm { IMAGE_WASM } else { IMAGE_CAPABILITY };
-    EDGEGATE_CONFIG.replace("{image_resize}", image)
+    match runtime {
+        Runtime::EdgegateComponent => COMPONENT_CONFIG.to_owned(),
+        Runtime::EdgegateWasm => EDGEGATE_CONFIG.replace("{image_resize}", IMAGE_WASM),
+        _ => EDGEGATE_CONFIG.replace("{image_resize}", IMAGE_CAPABILITY),
+    }
 }
 
 impl Environment {
@@ -241,7 +278,7 @@ impl Environment {
         let env = vec![(SECRET_ENV.to_string(), OsString::from(SECRET))];
         let edgegate_version = format!("edgegate {}", env!("CARGO_PKG_VERSION"));
         match runtime {
-            Runtime::Edgegate | Runtime::EdgegateWasm => {
+            Runtime::Edgegate | Runtime::EdgegateWasm | Runtime::EdgegateComponent => {
                 let mut config = edgegate_config(runtime);
                 if let Some(tls) = &self.tls {
                     // The port comes from `--tls-listen`.
@@ -258,10 +295,12 @@ impl Environment {
                 let config = dir.join("edgegate.toml");
                 Ok(Prepared {
                     runtime,
-                    version: if runtime == Runtime::EdgegateWasm {
-                        format!("{edgegate_version} (image-resize-wasm)")
-                    } else {
-                        edgegate_version
+                    version: match runtime {
+                        Runtime::EdgegateWasm => format!("{edgegate_version} (image-resize-wasm)"),
+                        Runtime::EdgegateComponent => format!(
+                            "{edgegate_version} (static-json only, as a wasi:http component)"
+                        ),
+                        _ => edgegate_version,
                     },
                     program: self.edgegate.clone(),
                     args: [
@@ -381,12 +420,17 @@ impl Environment {
         flags.iter().zip(values).flat_map(|(flag, value)| [OsString::from(flag), value]).collect()
     }
 
-    /// Writes version `n` of the `echo-json` module that an edgegate `runtime` of the lab serves:
-    /// the same code with a custom section naming the version, so it is a new module to the cache.
+    /// Writes version `n` of the `echo-json` module that an edgegate `runtime` of the lab serves
+    /// (`echo-json-component` for `edgegate-component`): the same code with a custom section
+    /// naming the version, so it is a new module to the cache.
     pub fn deploy_echo_json(&self, runtime: Runtime, n: u32) -> Result<(), String> {
         let dir = self.work.join(runtime.name()).join("modules");
         fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let mut wasm = edgegate_guests::ECHO_JSON.to_vec();
+        let mut wasm = match runtime {
+            Runtime::EdgegateComponent => edgegate_guests::ECHO_JSON_COMPONENT,
+            _ => edgegate_guests::ECHO_JSON,
+        }
+        .to_vec();
         append_custom_section(&mut wasm, "edgegate-bench-version", n.to_string().as_bytes());
         fs::write(dir.join("echo-json.wasm"), wasm)
             .map_err(|e| format!("writing echo-json.wasm: {e}"))
@@ -679,6 +723,19 @@ mod tests {
         assert_eq!(without(&capability, IMAGE_CAPABILITY), without(&wasm, IMAGE_WASM));
         assert_eq!(Runtime::from_name("edgegate-wasm"), Some(Runtime::EdgegateWasm));
         assert!(!Runtime::ALL.contains(&Runtime::EdgegateWasm), "on request only");
+    }
+
+    #[test]
+    fn the_component_edgegate_serves_static_json_alone_from_the_file_the_lab_deploys() {
+        let config = edgegate_config(Runtime::EdgegateComponent);
+        assert!(config.contains("module = \"modules/echo-json.wasm\""), "{config}");
+        assert_eq!(config.matches("[[routes]]").count(), 1, "{config}");
+        assert_eq!(Runtime::from_name("edgegate-component"), Some(Runtime::EdgegateComponent));
+        assert!(!Runtime::ALL.contains(&Runtime::EdgegateComponent), "on request only");
+        let served: Vec<_> =
+            Workload::ALL.into_iter().filter(|&w| Runtime::EdgegateComponent.serves(w)).collect();
+        assert_eq!(served, [Workload::StaticJson]);
+        assert!(Workload::ALL.into_iter().all(|w| Runtime::Edgegate.serves(w)));
     }
 
     fn wat_empty() -> Vec<u8> {
