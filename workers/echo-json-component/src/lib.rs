@@ -49,13 +49,13 @@ impl wasip2::exports::http::incoming_handler::Guest for Component {
     }
 }
 
+/// Response headers: names and values.
+pub type Headers = &'static [(&'static str, &'static [u8])];
+
 /// The status, headers and body answering a POST of `body`, or (`None`) another method.
-pub fn answer(
-    body: Option<&[u8]>,
-) -> (u16, &'static [(&'static str, &'static [u8])], Cow<'_, [u8]>) {
-    const JSON: &[(&str, &[u8])] = &[("content-type", b"application/json")];
-    const NOT_ALLOWED: &[(&str, &[u8])] =
-        &[("allow", b"POST"), ("content-type", b"application/json")];
+pub fn answer(body: Option<&[u8]>) -> (u16, Headers, Cow<'_, [u8]>) {
+    const JSON: Headers = &[("content-type", b"application/json")];
+    const NOT_ALLOWED: Headers = &[("allow", b"POST"), ("content-type", b"application/json")];
     let Some(body) = body else {
         return (405, NOT_ALLOWED, Cow::Borrowed(br#"{"error":"method_not_allowed"}"#));
     };
