@@ -134,13 +134,14 @@ pub struct Prepared {
     dir: PathBuf,
 }
 
-/// The edgegate configuration of the lab: the bench workers, the policy the other runtimes
-/// apply too, and `echo-json` read from a file so that a new version can be deployed. The
-/// light workers get a 20 ms CPU budget instead of the default 2 ms: the lab measures
-/// throughput, and on a loaded machine the metering may charge a preempted poll up to one
-/// epoch tick of wall time (crates/runtime/src/cpu.rs), which a 2 ms budget can turn into a
-/// false stop.
-const EDGEGATE_CONFIG: &str = r#"# Written by `edgegate bench`.
+/// The start of the lab's edgegate configuration, and all that `edgegate-component` serves:
+/// `echo-json` read from a file, so that a new version can be deployed. With
+/// [`OTHER_WORKLOADS_CONFIG`], the bench workers under the policy the other runtimes apply
+/// too. The light workers get a 20 ms CPU budget instead of the default 2 ms: the lab
+/// measures throughput, and on a loaded machine the metering may charge a preempted poll up
+/// to one epoch tick of wall time (crates/runtime/src/cpu.rs), which a 2 ms budget can turn
+/// into a false stop.
+const STATIC_JSON_CONFIG: &str = r#"# Written by `edgegate bench`.
 [runtime]
 cache_dir = "cache"
 
@@ -152,7 +153,10 @@ limits = { cpu = "20ms" }
 path = "/echo"
 methods = ["POST"]
 worker = "echo-json"
+"#;
 
+/// The rest of the lab's edgegate configuration: the workers of the other workloads.
+const OTHER_WORKLOADS_CONFIG: &str = r#"
 [workers.auth-router]
 module = "builtin:auth-router"
 limits = { cpu = "20ms" }
@@ -241,29 +245,15 @@ cpu = "250ms"
 request_body = "8MiB"
 "#;
 
-/// The configuration of `edgegate-component`: `echo-json-component` (written to the same
-/// file as `echo-json` is for the others) with the same limits, on the same route.
-const COMPONENT_CONFIG: &str = r#"# Written by `edgegate bench`.
-[runtime]
-cache_dir = "cache"
-
-[workers.echo-json]
-module = "modules/echo-json.wasm"
-limits = { cpu = "20ms" }
-
-[[routes]]
-path = "/echo"
-methods = ["POST"]
-worker = "echo-json"
-"#;
-
 /// The lab's edgegate configuration for `runtime` (an edgegate one).
 fn edgegate_config(runtime: Runtime) -> String {
-    match runtime {
-        Runtime::EdgegateComponent => COMPONENT_CONFIG.to_owned(),
-        Runtime::EdgegateWasm => EDGEGATE_CONFIG.replace("{image_resize}", IMAGE_WASM),
-        _ => EDGEGATE_CONFIG.replace("{image_resize}", IMAGE_CAPABILITY),
-    }
+    let image = match runtime {
+        // `echo-json-component` is deployed to echo-json's file; nothing else is served.
+        Runtime::EdgegateComponent => return STATIC_JSON_CONFIG.to_owned(),
+        Runtime::EdgegateWasm => IMAGE_WASM,
+        _ => IMAGE_CAPABILITY,
+    };
+    STATIC_JSON_CONFIG.to_owned() + &OTHER_WORKLOADS_CONFIG.replace("{image_resize}", image)
 }
 
 impl Environment {
