@@ -55,8 +55,7 @@ impl Template {
     fn budget(self) -> &'static str {
         match self {
             Self::Echo | Self::Kv => "16KB",
-            Self::Auth => "64KB",
-            Self::HttpComponent => "64KB",
+            Self::Auth | Self::HttpComponent => "64KB",
         }
     }
 

@@ -135,7 +135,7 @@ impl Outcome {
         }
     }
 
-    fn of(result: &Result<http::Response<Bytes>, FetchError>) -> Self {
+    fn of(result: Result<&http::Response<Bytes>, &FetchError>) -> Self {
         match result {
             Ok(_) => Self::Ok,
             Err(FetchError::NotAllowed(_)) => Self::Denied,
@@ -168,11 +168,11 @@ impl Fetcher for WorkerFetcher {
         match self.route(request, max_body) {
             Ok(future) => Ok(Box::pin(async move {
                 let result = future.await;
-                counts[Outcome::of(&result) as usize].increment(1);
+                counts[Outcome::of(result.as_ref()) as usize].increment(1);
                 result
             })),
             Err(error) => {
-                counts[Outcome::of(&Err(error.clone())) as usize].increment(1);
+                counts[Outcome::of(Err(&error)) as usize].increment(1);
                 Err(error)
             }
         }

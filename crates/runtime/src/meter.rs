@@ -1,6 +1,7 @@
 //! What stops a running guest, module or component alike: its CPU budget and its deadline,
 //! checked at every epoch tick, its memory limit when it grows, its host call budget, and the
-//! record of why the runtime stopped it, so that the trap that follows is told apart from the guest's own.
+//! record of why the runtime stopped it, so that the trap that follows is told apart from the
+//! guest's own.
 
 use std::time::{Duration, Instant};
 
