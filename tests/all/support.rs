@@ -25,7 +25,8 @@ pub struct Gateway {
     pub tls: Option<SocketAddr>,
     stderr: Option<JoinHandle<String>>,
     stdout: mpsc::Receiver<String>,
-    _dir: tempfile::TempDir,
+    /// Where `start` wrote the configuration.
+    dir: tempfile::TempDir,
 }
 
 /// The value of the counter `series` on `gw`'s `/metrics` (its name and labels, as
@@ -146,7 +147,7 @@ impl Gateway {
             tls: None,
             stderr: Some(stderr),
             stdout: rx,
-            _dir: dir,
+            dir,
         };
         let deadline = Instant::now() + START_TIMEOUT;
         while gateway.addr == unbound() || gateway.admin == unbound() {
@@ -183,6 +184,14 @@ impl Gateway {
             }
         }
         tokens
+    }
+
+    /// Replaces the configuration file `start` wrote with `config` (whole, by rename), for
+    /// the next reload.
+    pub fn rewrite_config(&self, config: &str) {
+        let tmp = self.dir.path().join("edgegate.toml.tmp");
+        std::fs::write(&tmp, config).unwrap();
+        std::fs::rename(&tmp, self.dir.path().join("edgegate.toml")).unwrap();
     }
 
     /// The process id.

@@ -162,20 +162,26 @@ fn alpn_chooses_h2_or_http1_and_sni_chooses_the_certificate() {
     assert!(log.contains("tls=\"TLSv1.3\" alpn=\"http/1.1\""), "{log}");
 }
 
+/// One request over a TLS connection that `openssl s_client` makes with `extra` options; all
+/// it printed (the session, then the answer).
+fn request_over(tls: SocketAddr, extra: &[&str]) -> String {
+    let connect = tls.to_string();
+    let mut args =
+        vec!["s_client", "-ign_eof", "-connect", &connect, "-servername", "api.example.test"];
+    args.extend_from_slice(extra);
+    // A request, so that the session ticket (sent after the TLS 1.3 handshake) arrives.
+    run("openssl", &args, b"GET /h/ok HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n").1
+}
+
 #[test]
 fn sessions_resume_across_a_certificate_reload_and_no_connection_drops() {
     let certs = Certs::new();
     let gw = Gateway::start(&certs.config(""));
-    let tls = gw.tls.unwrap().to_string();
+    let tls_addr = gw.tls.unwrap();
+    let tls = tls_addr.to_string();
     let session = certs.path("session.pem");
     let session = session.to_str().unwrap();
-    let handshake = |extra: &[&str]| {
-        let mut args =
-            vec!["s_client", "-ign_eof", "-connect", &tls, "-servername", "api.example.test"];
-        args.extend_from_slice(extra);
-        // A request, so that the session ticket (sent after the TLS 1.3 handshake) arrives.
-        run("openssl", &args, b"GET /h/ok HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n").1
-    };
+    let handshake = |extra: &[&str]| request_over(tls_addr, extra);
     let first = handshake(&["-sess_out", session]);
     assert!(first.contains("New, TLSv1.3"), "{first}");
     let fingerprint =
@@ -210,6 +216,85 @@ fn sessions_resume_across_a_certificate_reload_and_no_connection_drops() {
     output.read_to_string(&mut rest).unwrap();
     assert!(rest.starts_with("HTTP/1.1 200"), "the open connection still answers: {rest}");
     let _ = open.wait();
+}
+
+/// The ways a client resumes a session: a TLS 1.3 ticket, a TLS 1.2 ticket, a TLS 1.2
+/// session id.
+const RESUMPTIONS: [&[&str]; 3] = [&["-tls1_3"], &["-tls1_2"], &["-tls1_2", "-no_ticket"]];
+
+/// Makes a session in each of the [`RESUMPTIONS`] ways with `args` (a client certificate,
+/// say), checks that each resumes, and returns the files they are in.
+fn sessions(certs: &Certs, tls: SocketAddr, args: &[&str]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for (i, way) in RESUMPTIONS.iter().enumerate() {
+        let file = certs.path(&format!("session-{i}.pem"));
+        let out = request_over(tls, &[*way, args, &["-sess_out", file.to_str().unwrap()]].concat());
+        assert!(out.contains("HTTP/1.1 200"), "{way:?}: not served:\n{out}");
+        let again =
+            request_over(tls, &[*way, args, &["-sess_in", file.to_str().unwrap()]].concat());
+        assert!(again.contains("Reused,"), "{way:?}: not resumed:\n{again}");
+        files.push(file);
+    }
+    files
+}
+
+/// Resumes each session of [`sessions`] with `args`: none may be resumed or served.
+fn assert_none_resumes(tls: SocketAddr, files: &[PathBuf], args: &[&str], what: &str) {
+    for (way, file) in RESUMPTIONS.iter().zip(files) {
+        let out = request_over(tls, &[*way, args, &["-sess_in", file.to_str().unwrap()]].concat());
+        assert!(!out.contains("Reused,"), "{what}, {way:?}: resumed:\n{out}");
+        assert!(!out.contains("HTTP/1.1 200"), "{what}, {way:?}: served:\n{out}");
+    }
+}
+
+/// A session made before a reload turned client certificates on cannot skip them: not with
+/// a stateless ticket, a stateful one (from the cache, `tickets = false`), or a session id.
+#[test]
+fn a_session_from_before_client_certificates_were_required_does_not_resume() {
+    for tickets in [true, false] {
+        let certs = Certs::new();
+        let tickets = format!("tickets = {tickets}");
+        let gw = Gateway::start(&certs.config(&tickets));
+        let tls = gw.tls.unwrap();
+        let files = sessions(&certs, tls, &[]);
+
+        let ca = certs.ca().display().to_string();
+        gw.rewrite_config(&certs.config(&format!("{tickets}\nclient_auth = {{ ca = {ca:?} }}")));
+        let reloaded = http(gw.admin, "POST", "/reload", &[], b"");
+        assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+        assert_none_resumes(tls, &files, &[], &tickets);
+
+        // A client with a certificate is served, by a full handshake.
+        certs.issue("client", "client.example.test");
+        let (cert, key) = (certs.path("client.pem"), certs.path("client.key"));
+        let args = ["-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap()];
+        let out = request_over(tls, &args);
+        assert!(out.contains("HTTP/1.1 200") && out.contains("New,"), "{tickets}:\n{out}");
+    }
+}
+
+/// A session made with a certificate from an authority that a reload then removed does not
+/// resume: the client must present its certificate again, and it is refused.
+#[test]
+fn a_session_made_with_a_removed_authoritys_certificate_does_not_resume() {
+    let certs = Certs::new();
+    let other = Authority::new("another CA").unwrap();
+    let both = format!("{}{}", certs.authority.pem(), other.pem());
+    let authorities = certs.path("authorities.pem");
+    std::fs::write(&authorities, both).unwrap();
+    other.issue(&["client.example.test"]).unwrap().write(certs.dir.path(), "stranger").unwrap();
+    let (cert, key) = (certs.path("stranger.pem"), certs.path("stranger.key"));
+    let args = ["-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap()];
+    let ca = authorities.display().to_string();
+    let gw = Gateway::start(&certs.config(&format!("client_auth = {{ ca = {ca:?} }}")));
+    let tls = gw.tls.unwrap();
+    let files = sessions(&certs, tls, &args);
+
+    // The configuration is unchanged; the authorities' file loses one.
+    std::fs::write(&authorities, certs.authority.pem()).unwrap();
+    let reloaded = http(gw.admin, "POST", "/reload", &[], b"");
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    assert_none_resumes(tls, &files, &args, "authority removed");
 }
 
 #[test]
@@ -344,26 +429,55 @@ fn demo_ca(gw: &Gateway) -> PathBuf {
     panic!("serve --demo-tls printed no CA path");
 }
 
-/// With one handshake place, a client that stalls its handshake holds it: a second client
-/// waits for the place, and gets through only once the first is closed at its deadline.
+/// The bytes of a ClientHello for `api.example.test`, as rustls' client sends it.
+fn client_hello() -> Vec<u8> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = "api.example.test".try_into().unwrap();
+    let mut client = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut hello = Vec::new();
+    client.write_tls(&mut hello).unwrap();
+    hello
+}
+
+/// A handshake place is taken only by a whole ClientHello: clients that send the start of a
+/// record and stall (eight at a time, with one place) hold none, and a normal client is served
+/// at once. A whole ClientHello followed by silence does hold the place, until its deadline.
 #[test]
-fn max_handshakes_caps_the_handshakes_in_progress() {
+fn max_handshakes_caps_handshakes_from_a_whole_client_hello() {
     let certs = Certs::new();
     let gw = Gateway::start(&certs.config("max_handshakes = 1"));
     let tls = gw.tls.unwrap();
-    let mut stalled = TcpStream::connect(tls).unwrap();
-    stalled.write_all(&[0x16, 0x03, 0x01]).unwrap();
+    let stalled: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut stream = TcpStream::connect(tls).unwrap();
+            stream.write_all(&[0x16, 0x03, 0x01]).unwrap();
+            stream
+        })
+        .collect();
     std::thread::sleep(Duration::from_millis(100));
     let started = Instant::now();
     let (ok, out) = curl(&certs, tls, "api.example.test", &[]);
     let waited = started.elapsed();
     assert!(ok && out.starts_with("ok"), "{out}");
-    // The stalled handshake's deadline was 1 s after its accept, 100 ms before this one's.
-    assert!(waited > Duration::from_millis(700), "no wait for a place: {waited:?}");
-    let line = "edgegate_tls_handshake_failures_total{reason=\"timeout\"} 1";
-    assert!(metric(&gw, line).is_some(), "{}", get(gw.admin, "/metrics").text());
-    // Without the stalled one, no wait.
+    // Their deadline is 1 s after their accept: a client that had to wait for it would wait
+    // at least 900 ms.
+    assert!(waited < Duration::from_millis(700), "a stalled start held the place: {waited:?}");
+    drop(stalled);
+
+    let mut holder = TcpStream::connect(tls).unwrap();
+    holder.write_all(&client_hello()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
     let started = Instant::now();
-    let (ok, _) = curl(&certs, tls, "api.example.test", &[]);
-    assert!(ok && started.elapsed() < Duration::from_millis(700));
+    let (ok, out) = curl(&certs, tls, "api.example.test", &[]);
+    let waited = started.elapsed();
+    assert!(ok && out.starts_with("ok"), "{out}");
+    assert!(waited > Duration::from_millis(700), "no wait for the place: {waited:?}");
+    let line = "edgegate_tls_handshake_failures_total{reason=\"timeout\"}";
+    assert!(metric(&gw, line).is_some(), "{}", get(gw.admin, "/metrics").text());
+    drop(holder);
 }

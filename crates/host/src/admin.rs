@@ -1,7 +1,12 @@
 //! The admin listener: `GET /healthz` answers 200 while serving and 503 while draining;
 //! `GET /metrics` answers the Prometheus text format (see [`crate::metrics`]); `POST /reload`
 //! reloads the configuration and workers and answers with the result as JSON. When
-//! `EDGEGATE_ADMIN_TOKEN` is set, `/reload` needs `Authorization: Bearer <that token>`.
+//! `EDGEGATE_ADMIN_TOKEN` is set, `/reload` needs `Authorization: Bearer <that token>`; set
+//! and empty, the gateway refuses to start (an empty secret must not open the door).
+//!
+//! Its connections are HTTP/1.1, held to the main listener's first-byte, header and idle
+//! timeouts ([`crate::serve`]), and at most `server.admin_max_connections` are open at once;
+//! more wait in the kernel's accept queue.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,11 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use hyper_util::rt::TokioExecutor;
+use hyper_util::server::conn::auto;
+use tokio::sync::Semaphore;
 
+use crate::accept::Acceptor;
+use crate::config::ConfigError;
+use crate::connection::Timeouts;
 use crate::gateway::{Gateway, ReloadError};
 
 /// The environment variable whose value `POST /reload` requires as a bearer token.
@@ -31,9 +38,25 @@ impl std::fmt::Debug for Token {
 }
 
 impl Token {
-    /// `EDGEGATE_ADMIN_TOKEN`, if set and not empty.
-    pub(crate) fn from_env() -> Self {
-        Self(std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()).map(Into::into))
+    /// `EDGEGATE_ADMIN_TOKEN`, if set; refused when set and empty.
+    pub(crate) fn from_env() -> Result<Self, ConfigError> {
+        Self::from_value(std::env::var(TOKEN_ENV).ok())
+    }
+
+    fn from_value(value: Option<String>) -> Result<Self, ConfigError> {
+        match value {
+            Some(token) if token.is_empty() => Err(ConfigError::at(
+                "environment",
+                TOKEN_ENV,
+                "is set but empty: set it to a secret, or unset it",
+            )),
+            token => Ok(Self(token.map(Into::into))),
+        }
+    }
+
+    /// Whether a token is set.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.is_some()
     }
 
     /// Whether `request` may use a guarded endpoint: no token is set, or it carries it.
@@ -65,33 +88,44 @@ impl Token {
     }
 }
 
+/// What the admin listener's connections need.
+pub(crate) struct Listener {
+    /// Set while the gateway drains: `/healthz` says so.
+    pub(crate) draining: Arc<AtomicBool>,
+    pub(crate) gateway: Arc<Gateway>,
+    /// The `[server]` timeouts, as the main listener's.
+    pub(crate) timeouts: Timeouts,
+    /// HTTP/1.1 only, with the `[server]` header limits.
+    pub(crate) builder: auto::Builder<TokioExecutor>,
+    /// `server.admin_max_connections` places.
+    pub(crate) connections: Arc<Semaphore>,
+}
+
 /// Serves the admin endpoints until the task is aborted.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    draining: Arc<AtomicBool>,
-    gateway: Arc<Gateway>,
-    token: Token,
-) {
+pub(crate) async fn serve(mut acceptor: Acceptor, listener: Listener) {
+    let listener = Arc::new(listener);
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
-        let draining = draining.clone();
-        let gateway = gateway.clone();
-        let token = token.clone();
+        let Ok(place) = listener.connections.clone().acquire_owned().await else { return };
+        let (stream, peer) = acceptor.accept().await;
+        let listener = listener.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                let draining = draining.load(Ordering::Relaxed);
-                let gateway = gateway.clone();
-                let token = token.clone();
-                async move {
-                    let response = if request.uri().path() == "/reload" {
-                        reload(&request, &gateway, &token).await
-                    } else {
-                        respond(request.uri().path(), draining)
-                    };
-                    Ok::<_, std::convert::Infallible>(response)
+            let handler = {
+                let listener = listener.clone();
+                move |request: Request<hyper::body::Incoming>| {
+                    let draining = listener.draining.load(Ordering::Relaxed);
+                    let gateway = listener.gateway.clone();
+                    async move {
+                        if request.uri().path() == "/reload" {
+                            reload(&request, &gateway, &gateway.token).await
+                        } else {
+                            respond(request.uri().path(), draining)
+                        }
+                    }
                 }
-            });
-            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            };
+            let (timeouts, builder) = (listener.timeouts, &listener.builder);
+            crate::serve::serve(stream, peer, timeouts, builder, None, handler).await;
+            drop(place);
         });
     }
 }
@@ -177,8 +211,9 @@ mod tests {
             }
             request
         };
-        let open = Token(None);
+        let open = Token::from_value(None).unwrap();
         assert!(open.admits(&with(None)));
+        assert!(Token::from_value(Some(String::new())).is_err(), "an empty secret fails closed");
         let guarded = Token(Some("s3cret".into()));
         assert!(guarded.admits(&with(Some("Bearer s3cret"))));
         assert!(!guarded.admits(&with(None)));

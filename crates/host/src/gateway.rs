@@ -343,9 +343,11 @@ impl Gateway {
             fallback = split.fallback(name).filter(|_| parts.method.is_idempotent());
             shadow = split.shadow(name);
         }
-        // The override's headers name a target and carry the admin token: neither goes on.
+        // The override's headers name a target and carry the admin token: neither goes on. The
+        // shadow marker is the gateway's to set: a client's copy would pass for a shadow.
         parts.headers.remove(crate::split::OVERRIDE);
         parts.headers.remove(crate::split::OVERRIDE_TOKEN);
+        parts.headers.remove(crate::shadow::MARKER);
         let body_limit = match action {
             Action::Respond(fixed) => return Ok(fixed.clone().map(|b| Either::Left(Full::new(b)))),
             Action::Worker(target) => target.body_limit,
@@ -369,7 +371,7 @@ impl Gateway {
         let shadow = shadow.and_then(|(target, shadow)| {
             let place = shadow.place(&request.method, request.body.len())?;
             let mut copy = request.clone();
-            copy.headers.insert("x-edgegate-shadow", HeaderValue::from_static("1"));
+            copy.headers.insert(crate::shadow::MARKER, HeaderValue::from_static("1"));
             Some(Shadowing {
                 action: target.action.clone(),
                 shadow: shadow.clone(),

@@ -1,11 +1,16 @@
-//! The TLS handshake of one accepted connection, bounded: it waits for one of
-//! `max_handshakes` places, and the whole of it must end within `handshake_timeout` of accept.
+//! The TLS handshake of one accepted connection, bounded: the whole of it must end within
+//! `handshake_timeout` of accept, and its cryptography waits for one of `max_handshakes`
+//! places.
 //!
 //! ```text
-//!  accept ─▶ place (max_handshakes) ─▶ first byte: 0x16 (a TLS record)? ─▶ rustls handshake ─▶ served
-//!                                          └─ anything else: plain HTTP ─▶ 400, then closed
+//!  accept ─▶ first byte: 0x16 (a TLS record)? ─▶ whole ClientHello ─▶ place (max_handshakes) ─▶ rustls handshake ─▶ served
+//!              └─ anything else: plain HTTP ─▶ 400, then closed
 //!  all of it past handshake_timeout from accept: closed
 //! ```
+//!
+//! A place is taken only once a whole ClientHello has arrived: until then a connection costs
+//! a socket (bounded by `max_connections`), not a place, so clients that send a few bytes and
+//! stall cannot keep others from the handshakes.
 //!
 //! Each outcome is counted: `edgegate_tls_handshakes_total{version,alpn}` for a success,
 //! `edgegate_tls_handshake_failures_total{reason}` (`timeout`, `plain_http`, `error`) for a
@@ -43,7 +48,6 @@ pub(crate) async fn handshake(
     deadline: Instant,
 ) -> Option<(TlsStream<TcpStream>, TlsInfo)> {
     let outcome = tokio::time::timeout_at(deadline, async {
-        let _place = places.acquire().await.map_err(|_| Failure::Error)?;
         let mut first = [0u8; 1];
         let n = stream.peek(&mut first).await.map_err(|_| Failure::Error)?;
         if n == 0 {
@@ -52,8 +56,11 @@ pub(crate) async fn handshake(
         if first[0] != HANDSHAKE_RECORD {
             return Err(Failure::PlainHttp(stream));
         }
-        let tls = tokio_rustls::TlsAcceptor::from(config).accept(stream).await;
-        tls.map_err(|_| Failure::Error)
+        let acceptor = rustls::server::Acceptor::default();
+        let hello = tokio_rustls::LazyConfigAcceptor::new(acceptor, stream).await;
+        let hello = hello.map_err(|_| Failure::Error)?;
+        let _place = places.acquire().await.map_err(|_| Failure::Error)?;
+        hello.into_stream(config).await.map_err(|_| Failure::Error)
     })
     .await;
     let failure = match outcome {

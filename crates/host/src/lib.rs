@@ -20,6 +20,7 @@
 
 #![deny(missing_docs)]
 
+mod accept;
 pub mod admin;
 mod authority;
 mod claims;
@@ -42,6 +43,7 @@ mod origin;
 pub mod path;
 mod pool;
 pub mod router;
+mod serve;
 mod shadow;
 pub mod size;
 mod split;

@@ -15,23 +15,22 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::header::{CONNECTION, HeaderValue};
-use hyper::service::service_fn;
 use hyper::{Request, Version};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Semaphore, watch};
 
+use crate::accept::Acceptor;
 use crate::admin;
 use crate::config::ServerConfig;
-use crate::connection::{Action, ConnState, InFlight, Timeouts, Tracked, Watchdog, Watched};
+use crate::connection::Timeouts;
 use crate::gateway::Gateway;
-use crate::handshake;
 use crate::upstream::ConnInfo;
+use crate::{handshake, serve};
 
 /// hyper's smallest read buffer.
 const MIN_BUF_SIZE: u64 = 8192;
@@ -40,10 +39,10 @@ const MIN_BUF_SIZE: u64 = 8192;
 #[derive(Debug)]
 pub struct Server {
     gateway: Arc<Gateway>,
-    http: TcpListener,
+    http: Acceptor,
     /// The TLS listener, with `[server.tls]`.
-    tls: Option<TcpListener>,
-    admin: TcpListener,
+    tls: Option<Acceptor>,
+    admin: Acceptor,
     /// SIGHUP, caught from binding on: each one reloads.
     hangup: tokio::signal::unix::Signal,
 }
@@ -61,12 +60,21 @@ impl Server {
         use tokio::signal::unix::{SignalKind, signal};
         let hangup = signal(SignalKind::hangup())?;
         let server = gateway.server();
-        let http = bind(listen, server.reuse_port)?;
+        let http = Acceptor::new(bind(listen, server.reuse_port)?, "http");
         let tls = server
             .tls
             .map(|config| bind(tls.unwrap_or(config.listen), server.reuse_port))
-            .transpose()?;
-        let admin = bind(admin, server.reuse_port)?;
+            .transpose()?
+            .map(|listener| Acceptor::new(listener, "tls"));
+        if !admin.ip().is_loopback() && !gateway.token.is_set() {
+            tracing::warn!(
+                %admin,
+                "the admin listener is not on loopback and {} is not set: anyone who can reach \
+                 it can reload the configuration",
+                admin::TOKEN_ENV
+            );
+        }
+        let admin = Acceptor::new(bind(admin, server.reuse_port)?, "admin");
         Ok(Self { gateway: Arc::new(gateway), http, tls, admin, hangup })
     }
 
@@ -82,7 +90,7 @@ impl Server {
 
     /// Where the TLS listener is bound, with `[server.tls]`.
     pub fn tls_addr(&self) -> Option<std::io::Result<SocketAddr>> {
-        self.tls.as_ref().map(TcpListener::local_addr)
+        self.tls.as_ref().map(Acceptor::local_addr)
     }
 
     /// Where the admin listener is bound.
@@ -95,11 +103,21 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let server = self.gateway.server().clone();
         let draining = Arc::new(AtomicBool::new(false));
+        let timeouts = Timeouts {
+            handshake: server.handshake_timeout,
+            header_read: server.header_read_timeout,
+            idle: server.idle_timeout,
+        };
+        let builders = Builders::new(&server);
         let admin = tokio::spawn(admin::serve(
             self.admin,
-            draining.clone(),
-            self.gateway.clone(),
-            admin::Token::from_env(),
+            admin::Listener {
+                draining: draining.clone(),
+                gateway: self.gateway.clone(),
+                timeouts,
+                builder: builders.http1.clone(),
+                connections: Arc::new(Semaphore::new(server.admin_max_connections)),
+            },
         ));
         let hangups = tokio::spawn(reload_on_hangup(self.hangup, self.gateway.clone()));
         // Every connection holds a receiver: a value sent tells them all to drain, and
@@ -107,12 +125,8 @@ impl Server {
         let (drain, drain_receiver) = watch::channel(());
         let accept = Arc::new(Accept {
             gateway: self.gateway.clone(),
-            builders: Builders::new(&server),
-            timeouts: Timeouts {
-                handshake: server.handshake_timeout,
-                header_read: server.header_read_timeout,
-                idle: server.idle_timeout,
-            },
+            builders,
+            timeouts,
             connections: Arc::new(Semaphore::new(server.max_connections)),
             handshakes: Semaphore::new(server.tls.as_ref().map_or(1, |t| t.max_handshakes)),
             drain: drain_receiver,
@@ -159,10 +173,10 @@ struct Accept {
 }
 
 impl Accept {
-    /// Accepts on `listener` (TLS or not) until `stop` changes.
+    /// Accepts on `acceptor` (TLS or not) until `stop` changes.
     async fn accept(
         self: Arc<Self>,
-        listener: TcpListener,
+        mut acceptor: Acceptor,
         tls: bool,
         mut stop: watch::Receiver<bool>,
     ) {
@@ -175,25 +189,16 @@ impl Accept {
                 _ = stop.changed() => break,
             };
             let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of file descriptors, most likely: back off instead of spinning.
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                },
+                accepted = acceptor.accept() => accepted,
                 _ = stop.changed() => break,
             };
             let _ = stream.set_nodelay(true);
-            let state = ConnState::new();
             let drain = self.drain.clone();
             let accept = self.clone();
             tokio::spawn(async move {
                 if !tls {
                     let conn = ConnInfo { peer, tls: None };
-                    accept.serve(stream, conn, state, drain, &accept.builders.auto).await;
+                    accept.serve(stream, conn, drain, &accept.builders.auto).await;
                 } else if let Some(config) = accept.gateway.tls() {
                     let deadline = tokio::time::Instant::now() + accept.timeouts.handshake;
                     let handshaken =
@@ -205,7 +210,7 @@ impl Accept {
                             _ => &accept.builders.http1,
                         };
                         let conn = ConnInfo { peer, tls: Some(info) };
-                        accept.serve(stream, conn, state, drain, builder).await;
+                        accept.serve(stream, conn, drain, builder).await;
                     }
                 }
                 drop(permit);
@@ -219,18 +224,14 @@ impl Accept {
         &self,
         io: S,
         conn: ConnInfo,
-        state: Arc<ConnState>,
-        mut drain: watch::Receiver<()>,
+        drain: watch::Receiver<()>,
         builder: &auto::Builder<TokioExecutor>,
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let mut watchdog = Watchdog::new(state.clone(), self.timeouts);
-        let io = Watched::new(io, state.clone());
         let gateway = self.gateway.clone();
         let draining = self.draining.clone();
-        let service = service_fn(move |request: Request<Incoming>| {
-            let in_flight = InFlight::enter(&state);
+        let handler = move |request: Request<Incoming>| {
             let gateway = gateway.clone();
             // A request that arrives while the gateway drains is answered, and its HTTP/1.1
             // connection closed after it: the client reconnects to a process that stays.
@@ -240,40 +241,10 @@ impl Accept {
                 if close {
                     response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
                 }
-                Ok::<_, std::convert::Infallible>(
-                    response.map(|body| Tracked::new(body, in_flight)),
-                )
+                response
             }
-        });
-        let connection = builder.serve_connection(TokioIo::new(io), service);
-        let mut connection = std::pin::pin!(connection);
-        let mut draining = false;
-        loop {
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(peer = %conn.peer, "connection ended: {e}");
-                    }
-                    return;
-                }
-                action = watchdog.next() => match action {
-                    Action::Close(reason) => {
-                        tracing::debug!(peer = %conn.peer, reason, "connection closed");
-                        return;
-                    }
-                    Action::Shutdown(reason) => {
-                        tracing::debug!(peer = %conn.peer, reason, "connection shutting down");
-                        connection.as_mut().graceful_shutdown();
-                    }
-                },
-                changed = drain.changed(), if !draining => {
-                    draining = true;
-                    if changed.is_ok() {
-                        watchdog.drain();
-                    }
-                }
-            }
-        }
+        };
+        serve::serve(io, conn.peer, self.timeouts, builder, Some(drain), handler).await;
     }
 }
 

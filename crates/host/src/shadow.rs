@@ -26,6 +26,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::config::ShadowConfig;
 
+/// The header a shadow copy carries (`1`), so its target can tell it from a real request.
+/// The gateway removes it from every client request: only the gateway sets it.
+pub(crate) const MARKER: &str = "x-edgegate-shadow";
+
 /// How many differences are logged per route and minute.
 const LOGGED_PER_MINUTE: u64 = 5;
 

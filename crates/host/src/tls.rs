@@ -12,6 +12,13 @@
 //! alternative names. The session cache and the ticket keys ([`Sessions`]) belong to the
 //! gateway, not to a snapshot, so a reload (a new certificate, say) keeps every session
 //! resumable.
+//!
+//! A session is bound to the client-certificate policy it was made under, as a session-id
+//! context binds it in OpenSSL and NGINX: every ticket and cache key carries a digest of
+//! `client_auth` (off, or required or optional, and every authority's certificate), and a
+//! session made under another policy is not found. A reload that turns client certificates
+//! on, or removes an authority, therefore makes each client prove itself again, while one
+//! that changes only certificates keeps resumption.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -72,13 +79,16 @@ pub(crate) fn server_config(
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| ConfigError::caused(file, "server.tls.versions", e))?;
+    let mut policy = Policy::new();
     let builder = match &tls.client_auth {
         None => builder.with_no_client_auth(),
         Some(auth) => {
             let key = "server.tls.client_auth.ca";
             let path = loaded.resolve(&auth.ca);
             let mut roots = rustls::RootCertStore::empty();
-            for cert in read_chain(&path).map_err(|e| ConfigError::caused(file, key, e))? {
+            let authorities = read_chain(&path).map_err(|e| ConfigError::caused(file, key, e))?;
+            policy.client_auth(auth.required, &authorities);
+            for cert in authorities {
                 roots.add(cert).map_err(|e| {
                     ConfigError::caused(file, key, FileError::new(&path, e.to_string()))
                 })?;
@@ -94,11 +104,103 @@ pub(crate) fn server_config(
     };
     let mut config = builder.with_cert_resolver(Arc::new(certificates));
     config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
-    config.session_storage = sessions.cache.clone();
+    let context = policy.finish();
+    config.session_storage = Arc::new(BoundCache { inner: sessions.cache.clone(), context });
     if tls.tickets {
-        config.ticketer = sessions.ticketer.clone();
+        config.ticketer = Arc::new(BoundTickets { inner: sessions.ticketer.clone(), context });
     }
     Ok(Arc::new(config))
+}
+
+/// The digest that names a client-certificate policy: what a session is bound to.
+type Context = [u8; 16];
+
+/// Builds a policy's [`Context`].
+struct Policy(ring::digest::Context);
+
+impl Policy {
+    /// No client certificates.
+    fn new() -> Self {
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        digest.update(b"edgegate tls session context v1\0");
+        Self(digest)
+    }
+
+    /// Client certificates that chain to `authorities`, required or not.
+    fn client_auth(&mut self, required: bool, authorities: &[CertificateDer<'_>]) {
+        self.0.update(&[1, u8::from(required)]);
+        for der in authorities {
+            self.0.update(&(der.len() as u64).to_be_bytes());
+            self.0.update(der);
+        }
+    }
+
+    fn finish(self) -> Context {
+        let digest = self.0.finish();
+        let mut context = Context::default();
+        let len = context.len();
+        context.copy_from_slice(&digest.as_ref()[..len]);
+        context
+    }
+}
+
+/// The gateway's ticket keys, for sessions of one policy: the context is sealed inside each
+/// ticket, and a ticket that does not carry this one is not resumed.
+#[derive(Debug)]
+struct BoundTickets {
+    inner: Arc<dyn ProducesTickets>,
+    context: Context,
+}
+
+impl ProducesTickets for BoundTickets {
+    fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    fn lifetime(&self) -> u32 {
+        self.inner.lifetime()
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.inner.encrypt(&[&self.context[..], plain].concat())
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        let plain = self.inner.decrypt(cipher)?;
+        plain.strip_prefix(&self.context[..]).map(<[u8]>::to_vec)
+    }
+}
+
+/// The gateway's session cache, for sessions of one policy: each key is prefixed with the
+/// context, so a session stored under another policy is not found.
+#[derive(Debug)]
+struct BoundCache {
+    inner: Arc<dyn StoresServerSessions>,
+    context: Context,
+}
+
+impl BoundCache {
+    fn key(&self, id: &[u8]) -> Vec<u8> {
+        [&self.context[..], id].concat()
+    }
+}
+
+impl StoresServerSessions for BoundCache {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.inner.put(self.key(&key), value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.get(&self.key(key))
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.take(&self.key(key))
+    }
+
+    fn can_cache(&self) -> bool {
+        self.inner.can_cache()
+    }
 }
 
 /// The certificates by the names they carry.
@@ -291,5 +393,44 @@ mod tests {
         assert!(Arc::ptr_eq(&chose(Some("a.b.example.com")), &fallback));
         assert!(Arc::ptr_eq(&chose(Some("example.com")), &fallback));
         assert!(Arc::ptr_eq(&chose(None), &fallback), "no SNI");
+    }
+
+    #[test]
+    fn a_session_resumes_only_under_the_policy_it_was_made_under() {
+        let sessions = Sessions::new(16).unwrap();
+        let ca = |name: &str| key(name).cert[0].clone();
+        let (a, b) = (ca("a"), ca("b"));
+        let policy = |auth: Option<(bool, &[CertificateDer<'static>])>| {
+            let mut policy = Policy::new();
+            if let Some((required, authorities)) = auth {
+                policy.client_auth(required, authorities);
+            }
+            policy.finish()
+        };
+        let none = policy(None);
+        let both = policy(Some((true, &[a.clone(), b.clone()])));
+        let contexts = [
+            none,
+            both,
+            policy(Some((false, &[a.clone(), b.clone()]))),
+            policy(Some((true, std::slice::from_ref(&a)))),
+        ];
+        for (i, x) in contexts.iter().enumerate() {
+            for y in &contexts[i + 1..] {
+                assert_ne!(x, y, "two policies share a context");
+            }
+        }
+        assert_eq!(policy(Some((true, &[a, b]))), both, "the same policy, the same context");
+
+        let tickets = |context| BoundTickets { inner: sessions.ticketer.clone(), context };
+        let ticket = tickets(none).encrypt(b"session state").unwrap();
+        assert_eq!(tickets(none).decrypt(&ticket).as_deref(), Some(&b"session state"[..]));
+        assert_eq!(tickets(both).decrypt(&ticket), None, "mTLS turned on: not resumed");
+
+        let cache = |context| BoundCache { inner: sessions.cache.clone(), context };
+        assert!(cache(none).put(b"id".to_vec(), b"state".to_vec()));
+        assert_eq!(cache(both).get(b"id"), None);
+        assert_eq!(cache(both).take(b"id"), None);
+        assert_eq!(cache(none).take(b"id").as_deref(), Some(&b"state"[..]));
     }
 }

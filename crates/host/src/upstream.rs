@@ -262,8 +262,23 @@ impl Upstream {
     }
 }
 
-/// Sets `X-Forwarded-For`, `-Proto` and `-Host`. Untrusted (the default), whatever the client
-/// sent under those names, and `Forwarded`, is replaced by what this gateway saw.
+/// Headers that say where a request came from, which only a proxy may set: frameworks read
+/// them (Rack `X-Forwarded-Ssl` and `-Scheme`, Spring `-Port` and `-Prefix`, `request-ip` the
+/// client-IP ones), so a client's own must never reach an upstream unless it is trusted.
+/// Besides these, every `X-Forwarded-*` header is removed.
+const CLIENT_IP: [&str; 6] = [
+    "x-real-ip",
+    "true-client-ip",
+    "x-client-ip",
+    "x-cluster-client-ip",
+    "cf-connecting-ip",
+    "fastly-client-ip",
+];
+
+/// Sets `X-Forwarded-For`, `-Proto` and `-Host`. Untrusted (the default), everything the
+/// client sent that says where the request came from (`Forwarded`, every `X-Forwarded-*`,
+/// [`CLIENT_IP`]) is removed, and those three are set to what this gateway saw; the port is
+/// in `X-Forwarded-Host`.
 fn set_forwarded(headers: &mut HeaderMap, conn: ConnInfo, host: Option<&str>, trusted: bool) {
     let peer = conn.peer.ip().to_string();
     let proto = HeaderValue::from_static(if conn.tls.is_some() { "https" } else { "http" });
@@ -286,7 +301,14 @@ fn set_forwarded(headers: &mut HeaderMap, conn: ConnInfo, host: Option<&str>, tr
         return;
     }
     headers.remove(header::FORWARDED);
-    headers.remove(&X_FORWARDED_HOST);
+    for name in CLIENT_IP {
+        headers.remove(name);
+    }
+    let forwarded: Vec<HeaderName> =
+        headers.keys().filter(|name| name.as_str().starts_with("x-forwarded-")).cloned().collect();
+    for name in forwarded {
+        headers.remove(name);
+    }
     if let Ok(peer) = HeaderValue::from_str(&peer) {
         headers.insert(X_FORWARDED_FOR, peer);
     }
@@ -387,17 +409,45 @@ mod tests {
 
     #[test]
     fn untrusted_forwarding_headers_are_replaced() {
+        let family = [
+            ("x-forwarded-port", "443"),
+            ("x-forwarded-ssl", "on"),
+            ("x-forwarded-scheme", "https"),
+            ("x-forwarded-prefix", "/admin"),
+            ("x-forwarded-server", "evil"),
+            ("x-forwarded-uri", "/admin"),
+            ("x-real-ip", "10.0.0.1"),
+            ("true-client-ip", "10.0.0.1"),
+            ("x-client-ip", "10.0.0.1"),
+            ("x-cluster-client-ip", "10.0.0.1"),
+            ("cf-connecting-ip", "10.0.0.1"),
+            ("fastly-client-ip", "10.0.0.1"),
+        ];
         let mut h = headers(&[
             ("x-forwarded-for", "10.0.0.1"),
             ("x-forwarded-host", "evil.example"),
             ("x-forwarded-proto", "https"),
             ("forwarded", "for=10.0.0.1"),
+            ("x-kept", "1"),
         ]);
+        for (name, value) in family {
+            h.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+        }
         set_forwarded(&mut h, conn(false), Some("api.example:8080"), false);
         assert_eq!(h["x-forwarded-for"], "203.0.113.7");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "api.example:8080");
         assert!(h.get("forwarded").is_none());
+        for (name, _) in family {
+            assert!(h.get(name).is_none(), "{name} reached the upstream");
+        }
+        assert_eq!(h["x-kept"], "1");
+        // Trusted, they are the proxy's in front, and kept.
+        let mut h = headers(&family);
+        set_forwarded(&mut h, conn(false), None, true);
+        for (name, value) in family {
+            assert_eq!(h[name], value);
+        }
     }
 
     #[test]

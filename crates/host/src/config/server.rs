@@ -28,6 +28,9 @@ pub struct ServerConfig {
     /// Open client connections at most; past it, new connections wait in the kernel's accept
     /// queue. Default 4096.
     pub max_connections: usize,
+    /// Open connections to the admin listener at most; past it, new ones wait in the kernel's
+    /// accept queue. Default 64.
+    pub admin_max_connections: usize,
     /// Requests running a worker at once, and the size of the instance pool. Past it, a request
     /// waits up to `queue_timeout`, then gets 503 with `Retry-After`. Default 256.
     pub max_concurrency: u32,
@@ -78,10 +81,11 @@ pub struct ServerConfig {
     /// exits anyway. Default 30s.
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
-    /// Whether clients' `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and
-    /// `Forwarded` headers are believed: set it only behind a proxy you run. By default
-    /// (false) they are replaced with what this gateway saw; when true, the client's address
-    /// is appended to `X-Forwarded-For` and the others are kept.
+    /// Whether clients' `Forwarded`, `X-Forwarded-*`, `X-Real-IP`, `True-Client-IP` (and
+    /// the like) headers are believed: set it only behind a proxy you run. By default (false)
+    /// every one is removed, and `X-Forwarded-For`, `-Proto` and `-Host` are set to what this
+    /// gateway saw; when true, the client's address is appended to `X-Forwarded-For` and the
+    /// others are kept.
     pub trust_forwarded: bool,
     /// Add a `server-timing` header to each response with the instantiate, guest and upstream
     /// durations (docs/observability.md). Off by default: it tells clients how long the
@@ -108,6 +112,7 @@ impl Default for ServerConfig {
             admin: SocketAddr::from(([127, 0, 0, 1], 9090)),
             reuse_port: false,
             max_connections: 4096,
+            admin_max_connections: 64,
             max_concurrency: 256,
             queue_timeout: Duration::from_millis(50),
             max_headers: 100,
@@ -151,6 +156,9 @@ pub(super) fn validate(s: &ServerConfig, file: &str) -> Result<(), ConfigError> 
     }
     if s.max_connections == 0 {
         return at("server.max_connections".into(), "must be at least 1");
+    }
+    if s.admin_max_connections == 0 {
+        return at("server.admin_max_connections".into(), "must be at least 1");
     }
     if s.max_header_bytes.bytes() < 8192 {
         return at("server.max_header_bytes".into(), "must be at least 8KiB");

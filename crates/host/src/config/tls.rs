@@ -22,8 +22,8 @@ pub struct TlsConfig {
     /// TLS versions offered: `"1.2"`, `"1.3"`. Default both.
     #[serde(default = "default_versions")]
     pub versions: Vec<TlsVersion>,
-    /// TLS handshakes in progress at once at most; more wait for one to end, within
-    /// `server.handshake_timeout`. Default 256.
+    /// TLS handshakes in progress at once at most, counted from a whole ClientHello; more
+    /// wait for one to end, within `server.handshake_timeout`. Default 256.
     #[serde(default = "default_max_handshakes")]
     pub max_handshakes: usize,
     /// Sessions the server remembers for resumption by session id (TLS 1.2) and by stateful

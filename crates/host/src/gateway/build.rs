@@ -66,6 +66,7 @@ impl Gateway {
         kv_mode: KvMode,
     ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
+        let token = crate::admin::Token::from_env()?;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
         let runtime = Runtime::new(runtime_config(config), cache)
             .map_err(|e| ConfigError::caused(&loaded.origin, "runtime", e))?;
@@ -96,7 +97,7 @@ impl Gateway {
             runtime,
             reloads: tokio::sync::Mutex::new(super::reload::Reloads { builtins }),
             sessions,
-            token: crate::admin::Token::from_env(),
+            token,
         })
     }
 }

@@ -170,6 +170,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         ("server.admin", a.admin != b.admin),
         ("server.reuse_port", a.reuse_port != b.reuse_port),
         ("server.max_connections", a.max_connections != b.max_connections),
+        ("server.admin_max_connections", a.admin_max_connections != b.admin_max_connections),
         ("server.max_concurrency", a.max_concurrency != b.max_concurrency),
         ("server.max_headers", a.max_headers != b.max_headers),
         ("server.max_header_bytes", a.max_header_bytes != b.max_header_bytes),

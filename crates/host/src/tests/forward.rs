@@ -280,6 +280,11 @@ async fn an_upstream_route_proxies_the_request_as_it_came() {
         .body(Full::new(Bytes::from_static(b"payload")))
         .unwrap();
     r.headers_mut().insert("x-end-to-end", "kept".parse().unwrap());
+    // What only a proxy, or the gateway itself, may say.
+    let forged = ["x-edgegate-shadow", "x-forwarded-port", "x-forwarded-ssl", "x-real-ip"];
+    for name in forged {
+        r.headers_mut().insert(name, "1".parse().unwrap());
+    }
     let (status, headers, body) = send(&g, r).await;
     assert_eq!((status, body.as_str()), (StatusCode::CREATED, r#"{"ok":true}"#));
     assert_eq!(headers["x-upstream"], "yes");
@@ -297,6 +302,9 @@ async fn an_upstream_route_proxies_the_request_as_it_came() {
     assert_eq!(h["x-forwarded-for"], "127.0.0.1");
     assert_eq!(h["x-forwarded-host"], "api.example");
     assert_eq!(h["x-end-to-end"], "kept");
+    for name in forged {
+        assert!(h.get(name).is_none(), "the client's {name} reached the upstream");
+    }
 
     // Down: 502, as for a worker's forward.
     let g = proxy_gateway(&url(closed_port().await)).await;
