@@ -1,6 +1,7 @@
 //! Connections that never become requests, or stop being ones, over raw loopback sockets:
 //! silent sockets, a half-sent h2 preface, h2 without SETTINGS or without a stream, a header
-//! block that never ends, PINGs that go unanswered, and idle keep-alive connections.
+//! block that never ends, PINGs that go unanswered, and idle keep-alive connections; the
+//! same on the admin listener, its connection cap, and a process out of file descriptors.
 //!
 //! Each test gives the server far longer than the timeout under test to close the socket, and
 //! fails if it does not: without the timeouts, these sockets are held forever.
@@ -180,4 +181,73 @@ fn a_client_that_stops_reading_its_response_is_closed() {
     let received = closed_by_server(&mut stream, "a client that reads nothing");
     assert!(received.len() < size, "cut off, not sent whole: {} bytes", received.len());
     assert_eq!(get(gw.addr, "/h/ok").status, 200);
+}
+
+/// The admin listener has the main one's timeouts: silent sockets and heads that never end
+/// are closed, not kept.
+#[test]
+fn silent_and_unfinished_admin_connections_are_closed() {
+    let server = "handshake_timeout = \"500ms\"\nheader_read_timeout = \"500ms\"";
+    let gw = Gateway::start(&spinning_hostile(server, ""));
+    let mut streams: Vec<(&str, TcpStream)> = Vec::new();
+    for _ in 0..20 {
+        streams.push(("a silent admin socket", connect(gw.admin, b"")));
+        streams
+            .push(("half an admin request head", connect(gw.admin, b"GET /healthz HTTP/1.1\r\n")));
+    }
+    for (what, stream) in &mut streams {
+        closed_by_server(stream, what);
+    }
+    assert_eq!(get(gw.admin, "/healthz").status, 200);
+}
+
+/// At `admin_max_connections`, a further admin client waits in the accept queue (until the
+/// first-byte timeout frees a place) while the main port serves at once.
+#[test]
+fn the_admin_listener_has_its_own_connection_cap() {
+    let server = "admin_max_connections = 4\nhandshake_timeout = \"1s\"";
+    let gw = Gateway::start(&spinning_hostile(server, ""));
+    let mut silent: Vec<TcpStream> = (0..4).map(|_| connect(gw.admin, b"")).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut waiting =
+        connect(gw.admin, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    waiting.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut buf = [0u8; 64];
+    assert!(waiting.read(&mut buf).is_err(), "answered past the cap");
+    assert_eq!(get(gw.addr, "/h/ok").status, 200, "the main port is not held");
+    waiting.set_read_timeout(Some(PATIENCE)).unwrap();
+    assert_eq!(read_reply(&mut waiting).status, 200);
+    for stream in &mut silent {
+        closed_by_server(stream, "a silent admin socket");
+    }
+}
+
+/// Out of file descriptors, the accept loops wait longer each time instead of spinning (the
+/// admin loop retried at once, a core's worth a second), count it, and serve again once
+/// descriptors are free.
+#[test]
+fn out_of_file_descriptors_the_accept_loops_back_off() {
+    let gw = Gateway::start_with_open_files(&spinning_hostile("", ""), 96);
+    // Silent connections until the process has no descriptor left; the rest wait in the
+    // kernel's queues, the admin one's included.
+    let held: Vec<TcpStream> = (0..150).map(|_| connect(gw.addr, b"")).collect();
+    let queued: Vec<TcpStream> = (0..3).map(|_| connect(gw.admin, b"")).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    drop((held, queued));
+    // Descriptors come back as the server sees those connections end.
+    let metrics = get(gw.admin, "/metrics").text();
+    assert_eq!(get(gw.addr, "/h/ok").status, 200);
+    let failures = |listener: &str| {
+        let series =
+            format!("edgegate_accept_errors_total{{listener=\"{listener}\",reason=\"emfile\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()).and_then(|n| n.parse::<u64>().ok()))
+            .unwrap_or(0)
+    };
+    // 3 s of waits of 10 ms, 20 ms, … up to 1 s: about ten failures a listener.
+    for listener in ["http", "admin"] {
+        let n = failures(listener);
+        assert!((1..=30).contains(&n), "{listener}: {n} failed accepts in 3 s\n{metrics}");
+    }
 }

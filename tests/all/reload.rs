@@ -442,3 +442,40 @@ fn reload_storm(gw: &Gateway, module: &Path) {
         assert_eq!(reply.status, 200, "{}", reply.text());
     }
 }
+
+/// An empty admin token is a secret that opens the door to anyone: refused at start, by
+/// `serve` and by `check`. An admin listener off loopback without a token is warned about.
+#[test]
+fn an_empty_admin_token_is_refused_and_an_open_admin_port_is_warned_about() {
+    let site = tempfile::tempdir().unwrap();
+    let module = site.path().join("w.wasm");
+    deploy(&module, edgegate_guests::ECHO_JSON);
+    let (_dir, path) = crate::support::write_config(&config(&module));
+    for command in ["serve", "check"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+            .args([command, "--config", path.to_str().unwrap()])
+            .args(if command == "serve" {
+                &["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"][..]
+            } else {
+                &[]
+            })
+            .env("EDGEGATE_ADMIN_TOKEN", "")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(stderr.contains("EDGEGATE_ADMIN_TOKEN: is set but empty"), "{command}: {stderr}");
+    }
+
+    let mut open = Gateway::start_with(&config(&module), &["--admin", "0.0.0.0:0"], &[]);
+    assert_eq!(get(open.admin, "/healthz").status, 200);
+    let (_, log) = open.stop();
+    assert!(log.contains("the admin listener is not on loopback"), "{log}");
+    let mut guarded = Gateway::start_with(
+        &config(&module),
+        &["--admin", "0.0.0.0:0"],
+        &[("EDGEGATE_ADMIN_TOKEN", TOKEN)],
+    );
+    let (_, log) = guarded.stop();
+    assert!(!log.contains("not on loopback"), "{log}");
+}

@@ -92,7 +92,13 @@ impl Gateway {
         let (dir, path) = write_config(config);
         let mut all = vec!["--config", path.to_str().unwrap()];
         all.extend_from_slice(args);
-        Self::spawn(&all, env, dir)
+        Self::spawn(&all, env, dir, None)
+    }
+
+    /// [`Gateway::start`] in a process that may open at most `limit` files (`RLIMIT_NOFILE`).
+    pub fn start_with_open_files(config: &str, limit: u64) -> Self {
+        let (dir, path) = write_config(config);
+        Self::spawn(&["--config", path.to_str().unwrap()], &[], dir, Some(limit))
     }
 
     /// `edgegate serve` with no configuration: the bundled demo.
@@ -106,15 +112,32 @@ impl Gateway {
         let cache_home = cache_dir().join("xdg");
         let mut env = env.to_vec();
         env.push(("XDG_CACHE_HOME", cache_home.to_str().unwrap()));
-        Self::spawn(args, &env, dir)
+        Self::spawn(args, &env, dir, None)
     }
 
-    fn spawn(args: &[&str], env: &[(&str, &str)], dir: tempfile::TempDir) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+    fn spawn(
+        args: &[&str],
+        env: &[(&str, &str)],
+        dir: tempfile::TempDir,
+        open_files: Option<u64>,
+    ) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_edgegate"));
+        if let Some(limit) = open_files {
+            use std::os::unix::process::CommandExt;
+            let limit = rustix::process::Rlimit { current: Some(limit), maximum: Some(limit) };
+            // SAFETY: setrlimit is async-signal-safe and touches no memory of this process.
+            unsafe {
+                command.pre_exec(move || {
+                    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit.clone())
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let mut child = command
             .arg("serve")
             .args(args)
             .args(if args.contains(&"--listen") { &[][..] } else { &["--listen", "127.0.0.1:0"] })
-            .args(["--admin", "127.0.0.1:0"])
+            .args(if args.contains(&"--admin") { &[][..] } else { &["--admin", "127.0.0.1:0"] })
             .env_remove("EDGEGATE_LOG")
             .env_remove("EDGEGATE_CONFIG")
             .env_remove("EDGEGATE_DEMO_SECRET")
