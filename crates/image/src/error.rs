@@ -18,6 +18,24 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// The picture has more scans than the limit: a progressive picture with hundreds of
+    /// scans takes seconds to decode.
+    #[error("more than {limit} scans (progressive: {progressive})")]
+    TooManyScans {
+        /// The limit.
+        limit: u32,
+        /// Whether the picture is progressive.
+        progressive: bool,
+    },
+    /// Decoding the picture alone would take longer than the CPU time or the time to the
+    /// deadline the request has left.
+    #[error("decoding it takes at least {least:?}, more than the {left:?} left")]
+    TooMuchWork {
+        /// The least time its decoding takes.
+        least: Duration,
+        /// What the request had left.
+        left: Duration,
+    },
     /// The encoded output is larger than the limit.
     #[error("the output is {size} bytes, more than the limit of {limit}")]
     OutputTooLarge {

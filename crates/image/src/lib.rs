@@ -13,6 +13,7 @@
 
 mod codec;
 mod error;
+mod markers;
 mod orient;
 mod plan;
 
@@ -30,11 +31,13 @@ pub struct Limits {
     pub max_pixels: u64,
     /// The most bytes of an encoded output.
     pub max_output: u64,
+    /// The most scans an input may have: more is refused before it is decoded.
+    pub max_scans: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_pixels: 40_000_000, max_output: 16 << 20 }
+        Self { max_pixels: 40_000_000, max_output: 16 << 20, max_scans: 100 }
     }
 }
 
@@ -87,8 +90,8 @@ pub fn transform(
         Ok(())
     };
     let result = (|| {
-        let info = probe(bytes)?;
-        let plan = Plan::new(&info, spec, limits)?;
+        let plan = Plan::of(bytes, spec, limits)?;
+        plan.fits(budget)?;
         let decoded = codec::decode_jpeg(bytes, plan.decoded)?;
         check()?;
         let resized = plan.resize(decoded)?;

@@ -4,10 +4,18 @@
 use fast_image_resize as fir;
 
 use crate::orient::{self, transposes};
-use crate::{Error, Filter, Fit, ImageInfo, Limits, Pixels, TransformSpec};
+use std::time::{Duration, Instant};
+
+use crate::{Budget, Error, Filter, Fit, ImageInfo, Limits, Pixels, TransformSpec};
 
 /// The largest side libjpeg-turbo encodes.
 const MAX_SIDE: u32 = 65_500;
+
+/// A lower bound of libjpeg-turbo's decoding time per block of each scan. Measured here
+/// (x86-64, libjpeg-turbo 2.1, `cargo test --release -p edgegate-image`): 43 to 46 ns, in
+/// progressive pictures whose every scan is one end-of-band run, the cheapest scan there is;
+/// a machine twice as fast is still above this.
+const FLOOR_PER_BLOCK_SCAN: Duration = Duration::from_nanos(20);
 
 /// Every size of one transform, in the picture's stored orientation.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +34,12 @@ pub struct Plan {
     pub offset: (u32, u32),
     /// The EXIF orientation applied last (1: none).
     pub orientation: u32,
+    /// Bytes of DCT coefficients the decode holds (a progressive picture's, see
+    /// `markers`); 0 when only [`Plan::new`] planned it.
+    pub coefficients: u64,
+    /// The blocks the picture's scans cover, added up: what its decoding time grows with;
+    /// 0 when only [`Plan::new`] planned it.
+    pub block_scans: u64,
     filter: Filter,
     background: [u8; 4],
 }
@@ -44,6 +58,35 @@ pub(crate) fn scaled(size: (u32, u32), shrink: u32) -> (u32, u32) {
 }
 
 impl Plan {
+    /// Plans `spec` for the JPEG `bytes`: its header and markers are read (not its pixels),
+    /// and a picture with more scans than `limits` allows is refused.
+    pub fn of(bytes: &[u8], spec: &TransformSpec, limits: &Limits) -> Result<Self, Error> {
+        let info = crate::probe(bytes)?;
+        let frame = crate::markers::read(bytes, limits.max_scans)?;
+        let mut plan = Self::new(&info, spec, limits)?;
+        plan.coefficients = frame.coefficients();
+        plan.block_scans = frame.block_scans;
+        Ok(plan)
+    }
+
+    /// The least time decoding will take: [`FLOOR_PER_BLOCK_SCAN`] for each block of each
+    /// scan.
+    pub fn least_decode_time(&self) -> Duration {
+        FLOOR_PER_BLOCK_SCAN.saturating_mul(u32::try_from(self.block_scans).unwrap_or(u32::MAX))
+    }
+
+    /// Refuses a picture whose decoding alone cannot end within `budget`'s CPU time or
+    /// before its deadline: libjpeg-turbo's decode cannot be stopped once started, so the
+    /// work must fit before it starts.
+    pub fn fits(&self, budget: &Budget) -> Result<(), Error> {
+        let left = budget.cpu.min(budget.deadline.saturating_duration_since(Instant::now()));
+        let least = self.least_decode_time();
+        if least > left {
+            return Err(Error::TooMuchWork { least, left });
+        }
+        Ok(())
+    }
+
     /// Plans `spec` for a picture with header `info`; refuses, before anything is allocated, an
     /// input or an output with more pixels than `limits` allows and a crop outside the picture.
     pub fn new(info: &ImageInfo, spec: &TransformSpec, limits: &Limits) -> Result<Self, Error> {
@@ -120,17 +163,19 @@ impl Plan {
             canvas,
             offset,
             orientation,
+            coefficients: 0,
+            block_scans: 0,
             filter: spec.filter,
             background: spec.background.to_be_bytes(),
         })
     }
 
-    /// Bytes of pixels the transform holds at its peak: the decoded picture, the resized one,
-    /// the canvas and its upright copy, and the encoder's output buffer (at most 4 bytes a
-    /// pixel).
+    /// Bytes the transform holds at its peak: a progressive decode's coefficients, the
+    /// decoded picture, the resized one, the canvas and its upright copy, and the encoder's
+    /// output buffer (at most 4 bytes a pixel).
     pub fn memory(&self) -> u64 {
         let px = |(w, h): (u32, u32)| u64::from(w) * u64::from(h) * 4;
-        px(self.decoded) + px(self.resized) + 3 * px(self.canvas)
+        self.coefficients + px(self.decoded) + px(self.resized) + 3 * px(self.canvas)
     }
 
     /// Resizes the decoded picture's source part to the resized size.

@@ -242,12 +242,19 @@ fn a_bomb_is_refused_from_its_header() {
 fn budgets_and_output_caps_hold() {
     let jpeg = picture(800, 600);
     let spec = TransformSpec { width: 400, height: 300, ..Default::default() };
+    // Too little for even the decoding's floor: refused before it starts.
     let tight = Budget { cpu: Duration::from_micros(1), ..budget() };
-    let (result, cpu) = transform(&jpeg, &spec, &Limits::default(), &tight);
+    let (result, _) = transform(&jpeg, &spec, &Limits::default(), &tight);
+    assert!(matches!(result, Err(Error::TooMuchWork { .. })), "{result:?}");
+    let late = Budget { deadline: Instant::now(), ..budget() };
+    let (result, _) = transform(&jpeg, &spec, &Limits::default(), &late);
+    assert!(matches!(result, Err(Error::TooMuchWork { left: Duration::ZERO, .. })), "{result:?}");
+    // Enough for the floor, not for the work: stopped after the decode.
+    let plan = Plan::of(&jpeg, &spec, &Limits::default()).unwrap();
+    let floor = Budget { cpu: plan.least_decode_time() + Duration::from_micros(10), ..budget() };
+    let (result, cpu) = transform(&jpeg, &spec, &Limits::default(), &floor);
     assert!(matches!(result, Err(Error::OverBudget { .. })), "{result:?}");
     assert!(cpu > Duration::ZERO);
-    let late = Budget { deadline: Instant::now(), ..budget() };
-    assert_eq!(transform(&jpeg, &spec, &Limits::default(), &late).0, Err(Error::Deadline));
     let small = Limits { max_output: 100, ..Limits::default() };
     let (result, _) = transform(&jpeg, &spec, &small, &budget());
     assert!(matches!(result, Err(Error::OutputTooLarge { limit: 100, .. })), "{result:?}");
@@ -259,4 +266,43 @@ fn memory_is_known_before_decoding() {
     let spec = TransformSpec { width: 640, height: 480, ..Default::default() };
     let plan = Plan::new(&info, &spec, &Limits::default()).unwrap();
     assert_eq!(plan.memory(), 800 * 600 * 4 + 640 * 480 * 4 * 4);
+}
+
+#[test]
+fn a_progressive_picture_within_the_scan_limit_decodes() {
+    use edgegate_testkit::jpeg::progressive;
+    for color in [false, true] {
+        let jpeg = progressive(640, 480, color, 100);
+        let out = run(&jpeg, TransformSpec { width: 64, height: 48, ..Default::default() });
+        let px = decoded(&out.unwrap_or_else(|e| panic!("color {color}: {e}")));
+        assert_eq!((px.width, px.height), (64, 48));
+        // Every coefficient is zero: a flat mid-grey.
+        assert!(px.rgba.chunks_exact(4).all(|p| p[..3].iter().all(|&c| c.abs_diff(128) <= 1)));
+    }
+}
+
+#[test]
+fn a_scan_bomb_is_refused_before_it_is_decoded() {
+    use edgegate_testkit::jpeg::progressive;
+    // The outside test's picture: 6320×6320 grey, 883 valid scans.
+    let bomb = progressive(6320, 6320, false, 883);
+    let spec = TransformSpec { width: 640, height: 480, ..Default::default() };
+    let (result, cpu) = transform(&bomb, &spec, &Limits::default(), &budget());
+    assert_eq!(result, Err(Error::TooManyScans { limit: 100, progressive: true }));
+    assert!(cpu < Duration::from_millis(50), "nothing was decoded: {cpu:?}");
+    // Within the scan limit, its coefficients are in the plan's memory: 790×790 blocks of
+    // 64 two-byte coefficients, on top of the pixels.
+    let within = progressive(6320, 6320, false, 100);
+    let plan = Plan::of(&within, &spec, &Limits::default()).unwrap();
+    assert_eq!(plan.coefficients, 790 * 790 * 128);
+    assert!(plan.memory() > 790 * 790 * 128);
+    // Its 100 scans of 624,100 blocks take at least 1.2 s to decode (2.9 s here): more than
+    // a request's budget of 250 ms, so refused before a thread starts on it.
+    assert_eq!(plan.block_scans, 100 * 790 * 790);
+    let quarter = Budget { cpu: Duration::from_millis(250), ..budget() };
+    let (result, cpu) = transform(&within, &spec, &Limits::default(), &quarter);
+    assert!(matches!(result, Err(Error::TooMuchWork { .. })), "{result:?}");
+    assert!(cpu < Duration::from_millis(50), "nothing was decoded: {cpu:?}");
+    let baseline = picture(64, 48);
+    assert_eq!(Plan::of(&baseline, &spec, &Limits::default()).unwrap().coefficients, 0);
 }

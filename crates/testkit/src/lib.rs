@@ -1,4 +1,5 @@
-//! Test and bench helpers (a dev-dependency only): a real Redis server ([`redis`]); tokens signed with the keys published in
+//! Test and bench helpers (a dev-dependency only): a real Redis server ([`redis`]);
+//! hand-made progressive JPEGs with many scans ([`jpeg`]); tokens signed with the keys published in
 //! RFC 7515 and RFC 8037 (`testdata/jose/rfc-vectors.json`), and their public halves as JWKs,
 //! so tests of the host path, the gateway and the binary sign real tokens for every algorithm.
 //!
@@ -11,6 +12,7 @@
 
 #![deny(missing_docs)]
 
+pub mod jpeg;
 pub mod redis;
 
 use base64ct::{Base64UrlUnpadded, Encoding};

@@ -15,6 +15,9 @@ pub struct ImageConfig {
     pub max_pixels: u64,
     /// The largest encoded output. Default 16MiB.
     pub max_output: ByteSize,
+    /// The most scans an input picture may have (a progressive JPEG is coded in several); more
+    /// is refused before it is decoded. Default 100.
+    pub max_scans: u32,
     /// Pixel memory the worker's transforms may hold at once, across its requests. Default
     /// 256MiB.
     pub memory: ByteSize,
@@ -26,6 +29,7 @@ impl Default for ImageConfig {
         Self {
             max_pixels: grant.limits.max_pixels,
             max_output: ByteSize(grant.limits.max_output),
+            max_scans: grant.limits.max_scans,
             memory: ByteSize(grant.memory),
         }
     }
@@ -37,6 +41,7 @@ impl From<&ImageConfig> for edgegate_runtime::ImageGrant {
             limits: edgegate_image::Limits {
                 max_pixels: c.max_pixels,
                 max_output: c.max_output.bytes(),
+                max_scans: c.max_scans,
             },
             memory: c.memory.bytes(),
         }
@@ -51,7 +56,7 @@ pub(crate) fn grant<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ImageConfi
         type Value = Option<ImageConfig>;
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("true, false, or a table with max_pixels, max_output and memory")
+            f.write_str("true, false, or a table with max_pixels, max_output, max_scans and memory")
         }
 
         fn visit_bool<E: de::Error>(self, granted: bool) -> Result<Self::Value, E> {

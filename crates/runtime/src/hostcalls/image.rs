@@ -19,7 +19,10 @@ use crate::request::RequestState;
 fn host_error(error: &Error) -> HostError {
     match error {
         Error::Invalid(_) => HostError::InvalidImage,
-        Error::TooManyPixels { .. } | Error::OutputTooLarge { .. } => HostError::LimitExceeded,
+        Error::TooManyPixels { .. }
+        | Error::TooManyScans { .. }
+        | Error::TooMuchWork { .. }
+        | Error::OutputTooLarge { .. } => HostError::LimitExceeded,
         Error::BadCrop(..) => HostError::InvalidArgument,
         Error::OverBudget { .. } | Error::Deadline => HostError::Timeout,
     }
@@ -70,9 +73,11 @@ pub(super) fn image_transform<'a>(
                 return Ok(HostError::NotFound.code());
             };
             let limits = image.grant.limits;
-            // From the header alone: the pixel caps, the crop, and what it will hold.
-            let plan =
-                edgegate_image::probe(&bytes).and_then(|info| Plan::new(&info, &spec, &limits));
+            // From the header and markers alone: the pixel and scan caps, the crop, what it
+            // will hold, and whether its decoding can end within the request's CPU time and
+            // deadline (it cannot be stopped once started).
+            let plan = Plan::of(&bytes, &spec, &limits)
+                .and_then(|plan| plan.fits(&budget(state)).map(|()| plan));
             let plan = match plan {
                 Ok(plan) => plan,
                 Err(e) => return Ok(refused(state, &e)),
@@ -88,9 +93,16 @@ pub(super) fn image_transform<'a>(
                 );
                 return Ok(HostError::LimitExceeded.code());
             };
-            let state = caller.data();
-            let left = state.worker.limits.cpu.saturating_sub(state.cpu_used());
-            let budget = Budget { cpu: left, deadline: state.deadline() };
+            let state = caller.data_mut();
+            // Waiting for memory or a thread may have taken the request's time: then no
+            // thread starts work that would outlast it.
+            let budget = budget(state);
+            if let Err(e) = plan.fits(&budget) {
+                state.meter.stop = Some(Stop::Deadline);
+                return Err(wasmtime::format_err!(
+                    "image transform not started after waiting: {e}"
+                ));
+            }
             let work = tokio::task::spawn_blocking(move || {
                 let done = edgegate_image::transform(&bytes, &spec, &limits, &budget);
                 drop(held);
@@ -121,6 +133,12 @@ pub(super) fn image_transform<'a>(
         },
         span,
     ))
+}
+
+/// What the request has left for image work: CPU time and time to its deadline.
+fn budget(state: &RequestState) -> Budget {
+    let cpu = state.worker.limits.cpu.saturating_sub(state.cpu_used());
+    Budget { cpu, deadline: state.deadline() }
 }
 
 /// Logs why a picture was refused and returns the guest's code.

@@ -95,8 +95,20 @@ async fn bad_pictures_and_bombs_are_refused_with_their_codes() {
 
 #[tokio::test]
 async fn a_transform_too_big_for_the_cpu_budget_ends_the_request() {
+    // A progressive picture of 100 scans over 624,100 blocks: its decoding alone takes at
+    // least 1.2 s (20 ns a block and scan; 2.9 s here). With 250 ms of budget it is refused
+    // before a thread starts on it.
     let worker =
-        resizer(Limits { cpu: Duration::from_millis(1), ..roomy() }, Some(ImageGrant::default()));
+        resizer(Limits { cpu: Duration::from_millis(250), ..roomy() }, Some(ImageGrant::default()));
+    let slow = edgegate_testkit::jpeg::progressive(6320, 6320, false, 100);
+    let started = std::time::Instant::now();
+    let r = response(&worker, post(slow.into())).await;
+    assert_eq!((r.status().as_u16(), &r.body()[..]), (413, &br#"{"error":"image_too_large"}"#[..]));
+    assert!(started.elapsed() < Duration::from_millis(500), "decoded: {:?}", started.elapsed());
+    // The 2-megapixel picture with 3 ms: it starts (its floor, 0.9 ms, fits), and the budget
+    // stops it after the decode (6 ms here).
+    let worker =
+        resizer(Limits { cpu: Duration::from_millis(3), ..roomy() }, Some(ImageGrant::default()));
     match worker.handle(post(picture()), RequestId(1)).await {
         Err(e) => assert_eq!(e.kind(), ExecErrorKind::CpuBudgetExceeded, "{e}"),
         Ok(outcome) => panic!("expected the CPU budget to stop it, got {outcome:?}"),
