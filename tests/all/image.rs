@@ -60,3 +60,29 @@ fn bad_pictures_get_400_and_a_bomb_gets_413_without_memory() {
     assert!(grown < 16 << 10, "the peak RSS grew by {grown} KiB for a refused bomb");
     assert_eq!(post(gw.addr, "/resize", &jpeg).status, 200, "still serving");
 }
+
+/// The outside test's progressive scan bombs (883 valid scans over 6320×6320; and 100
+/// scans, within the scan limit, whose decoding alone outlasts the 250 ms budget) are refused
+/// before a thread decodes them, so two of them at once leave the image threads free: a
+/// normal picture sent with them is served.
+#[test]
+fn progressive_scan_bombs_are_refused_and_hold_no_image_thread() {
+    let gw = Gateway::demo(&[]);
+    let jpeg = sample_jpeg();
+    let bombs = [
+        edgegate_testkit::jpeg::progressive(6320, 6320, false, 883),
+        edgegate_testkit::jpeg::progressive(6320, 6320, false, 100),
+    ];
+    let addr = gw.addr;
+    let sent: Vec<_> = bombs
+        .iter()
+        .cloned()
+        .map(|bomb| std::thread::spawn(move || post(addr, "/resize", &bomb)))
+        .collect();
+    let normal = post(gw.addr, "/resize", &jpeg);
+    assert_eq!(normal.status, 200, "{}", normal.text());
+    for reply in sent {
+        let reply = reply.join().unwrap();
+        assert_eq!((reply.status, reply.error().as_str()), (413, "image_too_large"));
+    }
+}
