@@ -7,24 +7,28 @@
 //! other tasks run on the thread) nothing is charged. The epoch callback, which runs on the same
 //! thread inside a poll, asks [`used`] for the total so far.
 //!
-//! Reading the thread CPU clock is a system call (~0.2 µs here), so a poll reads it only once
-//! it has run into an epoch tick. Until then the poll is charged its wall time, capped at
-//! [`UNCLOCKED`] (or the tick, if shorter): a poll that ends before the next tick (nearly
-//! every request) costs two reads of the monotonic clock, which the vDSO answers without a
-//! system call.
+//! Reading the thread CPU clock is a system call (~0.37 µs here), so the first poll, nearly
+//! always the whole of a short request, reads it only once it has run into an epoch tick.
+//! Until then it is charged its wall time: at most [`UNCLOCKED`] if it ends before a tick
+//! (two reads of the monotonic clock, which the vDSO answers without a system call), at most
+//! one tick if it runs into one. Every later poll (the guest resumed after the epoch yielded
+//! it, or after an asynchronous host call) reads the CPU clock as it starts, so all of it is
+//! measured: a guest that runs long is charged what it used, to the microsecond.
 //!
 //! ```text
-//!   poll 1 (short)          pending (not charged)          poll 2 (long)
-//! ├──────────┤ · · · · · · · · · · · · · · · · · · ·├─────────┬── tick ─────────┤
-//! wall₀     wall₁                                   wall₂     cpu₃ (first used())  cpu₄
-//! charged = wall₁ − wall₀          then  + min(wall₃ − wall₂, tick) + (cpu₄ − cpu₃)
+//!   poll 1 (first)                 yield or wait (not charged)     poll 2 (later)
+//! ├──────────┬── tick ──────┤ · · · · · · · · · · · · · · · · ├────────────────────┤
+//! wall₀      cpu₁ (first used()) cpu₂                          cpu₃                 cpu₄
+//! charged = min(wall₁ − wall₀, tick) + (cpu₂ − cpu₁)   then   + (cpu₄ − cpu₃)
 //! ```
 //!
-//! Wall time and CPU time differ only while the thread is preempted. The cap bounds what a
-//! preemption can add: at most [`UNCLOCKED`] per poll, so a request of a few polls on a busy
-//! machine is not stopped for CPU it never used (with a one-tick cap, two preempted polls
-//! could exhaust the default 2 ms budget). What the cap can leave out, a poll that runs past
-//! it without meeting a tick, is less than one tick: the budget's precision anyway.
+//! Wall time and CPU time differ only while the thread is preempted. The caps bound what a
+//! preemption can add to the first poll: at most [`UNCLOCKED`] to a short one, so a request
+//! of a few polls on a busy machine is not reported with CPU it never used, and at most one
+//! tick before the first clock read of a long one. (Until 2026-12 every poll was charged at
+//! most [`UNCLOCKED`] before its first clock read, which a guest running from tick to tick
+//! met each time: it was charged about a fifth of the CPU it used, and a 100 ms budget
+//! stopped it after 530 ms.)
 
 use std::cell::Cell;
 use std::future::Future;
@@ -41,7 +45,7 @@ struct Slice {
     started: Instant,
     /// CPU time charged by earlier polls of the same request.
     before: Duration,
-    /// The most wall time the poll is charged before its CPU clock is read.
+    /// The most wall time the poll is charged before its CPU clock is read (the tick).
     cap: Duration,
     /// Once the poll has been asked for its total: what it had used then (wall time, capped)
     /// and the thread's CPU clock at that moment.
@@ -60,7 +64,7 @@ impl Slice {
     /// What this poll used in all, when it ends: its wall time if nobody asked.
     fn finish(mut self) -> Duration {
         match self.clocked {
-            None => self.started.elapsed().min(self.cap),
+            None => self.started.elapsed().min(self.cap.min(UNCLOCKED)),
             Some(_) => self.used(),
         }
     }
@@ -79,16 +83,19 @@ fn thread_cpu() -> Duration {
 
 /// Drives `future`, charging each poll to it, so that [`used`] can tell inside a poll how much
 /// the future has consumed; returns its output and the CPU time it used in all. `tick` is the
-/// epoch tick, which with [`UNCLOCKED`] caps what a poll is charged by the wall clock before
-/// its CPU clock is read.
+/// epoch tick: the most the first poll is charged by the wall clock before its CPU clock is
+/// read (see the module documentation).
 pub(crate) async fn metered<F: Future>(
     mut future: Pin<&mut F>,
     tick: Duration,
 ) -> (F::Output, Duration) {
     let mut charged = Duration::ZERO;
+    let mut first = true;
     std::future::poll_fn(move |cx| {
-        let cap = tick.min(UNCLOCKED);
-        let slice = Slice { started: Instant::now(), before: charged, cap, clocked: None };
+        let started = Instant::now();
+        // A later poll may run long: measured from its start.
+        let clocked = (!std::mem::take(&mut first)).then(|| (Duration::ZERO, thread_cpu()));
+        let slice = Slice { started, before: charged, cap: tick, clocked };
         let previous = SLICE.replace(Some(slice));
         let poll = future.as_mut().poll(cx);
         let slice = SLICE.replace(previous).unwrap_or(slice);
@@ -96,6 +103,18 @@ pub(crate) async fn metered<F: Future>(
         poll.map(|output| (output, charged))
     })
     .await
+}
+
+/// Whether the guest being polled on this thread has used more than `budget` by `now`; false
+/// outside a metered poll. Cheap while it cannot have (what it was charged before this poll,
+/// plus this poll's wall time, is within the budget: CPU time never runs ahead of wall time on
+/// one thread); only then is the CPU clock read.
+pub(crate) fn over(now: Instant, budget: Duration) -> bool {
+    let Some(slice) = SLICE.get() else { return false };
+    if slice.before + now.saturating_duration_since(slice.started) <= budget {
+        return false;
+    }
+    used().is_some_and(|used| used > budget)
 }
 
 /// The CPU time the guest being polled on this thread has used so far; `None` outside a
@@ -178,5 +197,41 @@ mod tests {
             total += blocked;
         }
         assert!(total <= Duration::from_millis(2), "{total:?}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn over_says_whether_the_budget_is_spent() {
+        assert!(!over(Instant::now(), Duration::ZERO), "outside a metered poll");
+        let ((before, after, long), _) = metered(
+            pin!(async {
+                let before = over(Instant::now(), Duration::from_millis(3));
+                burn(Duration::from_millis(5));
+                let now = Instant::now();
+                (before, over(now, Duration::from_millis(3)), over(now, Duration::from_secs(1)))
+            }),
+            Duration::from_secs(1),
+        )
+        .await;
+        assert!(!before && after && !long, "{before} {after} {long}");
+    }
+
+    /// A guest that runs from tick to tick, as the epoch callback yields it each time, is
+    /// charged the CPU it used, not a fraction of it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_guest_yielded_at_every_tick_is_charged_all_it_used() {
+        let tick = Duration::from_millis(1);
+        let ((), total) = metered(
+            pin!(async {
+                for _ in 0..20 {
+                    burn(tick);
+                    // The epoch callback: the total so far, then a yield.
+                    used();
+                    tokio::task::yield_now().await;
+                }
+            }),
+            tick,
+        )
+        .await;
+        assert!(total >= Duration::from_millis(19), "charged {total:?} of 20 ms");
     }
 }

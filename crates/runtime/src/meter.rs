@@ -19,6 +19,14 @@ pub(crate) enum Stop {
     Hostcalls,
 }
 
+/// The context of an error a host call raised during a component's call that is no stop of
+/// the runtime's: WASI and wasi-http fail a host call so only for what the guest asked (a
+/// resource it does not hold, random bytes over the cap, a full resource table), so the
+/// failure is the guest's, as a trap is.
+#[derive(Debug, thiserror::Error)]
+#[error("a host call refused what the guest asked")]
+pub(crate) struct Refused;
+
 /// One request's meter.
 #[derive(Debug)]
 pub(crate) struct Meter {
@@ -98,6 +106,7 @@ impl Meter {
             None if self.memory_refused => ExecErrorKind::OutOfMemory,
             // A component's `wasi:cli/exit`: ending the instance is all it may do.
             None if error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => ExecErrorKind::Trap,
+            None if error.downcast_ref::<Refused>().is_some() => ExecErrorKind::Trap,
             None => match error.downcast_ref::<Trap>() {
                 Some(Trap::StackOverflow) => ExecErrorKind::StackOverflow,
                 Some(_) => ExecErrorKind::Trap,

@@ -26,6 +26,7 @@
 //! the `wasi:cli` environment (empty), exit (a trap), terminal interfaces (none) and
 //! `wasi:random/insecure{,-seed}`. Any other import is refused at load, by name.
 
+mod held;
 mod outbound;
 mod state;
 
@@ -36,7 +37,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use tracing::Instrument;
 use tracing::field::Empty;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, Linker, ResourceTableError};
 use wasmtime::{CallHook, Engine, Store};
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
@@ -51,6 +52,7 @@ use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind, LoadError};
 use crate::escape::escape_control;
 use crate::limits::Limits;
+use crate::meter::Refused;
 use crate::request::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 
 /// The interfaces a component may import, without their versions (any `0.2.x`).
@@ -220,10 +222,23 @@ pub(crate) async fn run(
         // Before instantiating: the epoch must tick from the first guest instruction on.
         let _active = worker.activity.enter();
         let result = call(&mut store, &pre, incoming, outparam, tick).await;
+        let unfinished = store.data_mut().abort_unfinished_bodies();
         let state = store.data();
         log_output(state);
         let usage = Usage { memory_peak: state.memory_peak(), ..state.usage };
-        (result.map_err(|error| state.meter.classify(error)), usage)
+        let result = result.map_err(|error| state.meter.classify(error)).and_then(|()| {
+            if unfinished == 0 {
+                return Ok(());
+            }
+            Err(ExecError::new(
+                ExecErrorKind::WorkerFailed,
+                format!(
+                    "the component returned without finishing or dropping {unfinished} \
+                     outgoing bodies: its answer would be cut short"
+                ),
+            ))
+        });
+        (result, usage)
     });
     // A client that goes away takes the instance with it.
     let task = AbortOnDrop(task);
@@ -298,6 +313,7 @@ fn new_store(
     });
     store.call_hook(|mut store, hook| match hook {
         CallHook::CallingHost => store.data_mut().charge_hostcall(),
+        CallHook::ReturningFromHost => store.data_mut().returned(),
         _ => Ok(()),
     });
     store
@@ -329,7 +345,16 @@ async fn call(
     let state = store.data_mut();
     state.usage.guest = started.elapsed();
     state.usage.cpu = cpu;
-    result
+    result.map_err(|error| {
+        if error.downcast_ref::<wasmtime::Trap>().is_some() {
+            return error;
+        }
+        // A full resource table is the limit on what the guest holds in the host.
+        if matches!(error.downcast_ref(), Some(ResourceTableError::Full)) {
+            state.meter.memory_refused = true;
+        }
+        error.context(Refused)
+    })
 }
 
 /// The request as wasi-http takes it: with an authority (the `Host` header's, else

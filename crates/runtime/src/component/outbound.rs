@@ -5,6 +5,10 @@
 //! allowed), subrequest cap, body caps, timeouts and connection pools as a module's
 //! `fetch_start`.
 //!
+//! Besides `http` and `https`, the scheme `upstream` is supported (`upstream://NAME/path`, as
+//! `Scheme::Other("upstream")` in the guest's bindings): a granted upstream, through its pool,
+//! exactly as a module's `fetch` reaches it.
+//!
 //! ```text
 //!  guest: outgoing-handler.handle(req) ─▶ send_request ─▶ cap? ─▶ body ≤ cap ─▶ Fetcher::start
 //!                                            │ over: connection-limit-reached      │ not allowed:
@@ -41,7 +45,16 @@ type Io = Box<dyn Future<Output = Result<(), Error>> + Send>;
 /// What `send_request` returns: the response, once it is there.
 type Sent = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Io), Error>> + Send>;
 
+/// The scheme of a fetch to a granted upstream.
+const UPSTREAM: &str = "upstream";
+
 impl WasiHttpHooks for Outbound {
+    fn is_supported_scheme(&mut self, scheme: &http::uri::Scheme) -> bool {
+        *scheme == http::uri::Scheme::HTTP
+            || *scheme == http::uri::Scheme::HTTPS
+            || scheme.as_str().eq_ignore_ascii_case(UPSTREAM)
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,

@@ -1,6 +1,12 @@
 //! What a component's [`Store`](wasmtime::Store) carries for one request: the WASI and
 //! wasi-http contexts and their resource table, the outbound hooks, the guest's captured
-//! stdout and stderr, and the same [`Meter`] a module's request has.
+//! stdout and stderr, the same [`Meter`] a module's request has, and the count of what it
+//! holds in host memory ([`Held`]).
+//!
+//! After every host call the request's limits are checked again ([`ComponentState::returned`]):
+//! its deadline, its CPU budget (the host's work for the guest counts, and a long host call
+//! is stopped when it returns, not only at the guest's next epoch check), and its memory, the
+//! host's share included.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,10 +15,13 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::body::{HostOutgoingBody, StreamContext};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::held::{Held, MAX_FIELDS_SIZE, MAX_RANDOM, MAX_RESOURCES};
 use super::outbound::Outbound;
-use crate::meter::Meter;
+use crate::cpu;
+use crate::meter::{Meter, Stop};
 use crate::request::{RequestId, Usage, WorkerShared};
 
 /// How much of its stdout and of its stderr a request may write; past it, the stream is
@@ -43,6 +52,8 @@ pub(crate) struct ComponentState {
     pub(crate) usage: Usage,
     /// Bytes of linear memory, all memories together, and the most there has been.
     memory: u64,
+    /// What the resource table holds in host memory.
+    held: Held,
 }
 
 impl ComponentState {
@@ -55,23 +66,72 @@ impl ComponentState {
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .wall_clock(WallClock(worker.wall_clock))
+            .max_random_size(MAX_RANDOM)
             .build();
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_FIELDS_SIZE);
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         let limits = &worker.limits;
         let outbound =
             Outbound::new(worker.fetcher.clone(), limits.subrequests, limits.subrequest_body);
         Self {
             request_id,
             wasi,
-            http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
+            http,
+            table,
             outbound,
             stdout,
             stderr,
             meter: Meter::new(deadline),
             usage: Usage::default(),
             memory: 0,
+            held: Held::default(),
             worker,
         }
+    }
+
+    /// Aborts every outgoing body (a response's or an outbound request's) the guest neither
+    /// finished nor dropped, before the store goes: dropped with it, such a body would end as
+    /// if complete, and a truncated answer would pass for a whole one. Returns how many.
+    pub(crate) fn abort_unfinished_bodies(&mut self) -> usize {
+        let mut aborted = 0;
+        for entry in self.table.iter_mut() {
+            if let Some(body) = entry.downcast_mut::<HostOutgoingBody>() {
+                let (spent, _) = HostOutgoingBody::new(StreamContext::Response, None, 1, 1);
+                std::mem::replace(body, spent).abort();
+                aborted += 1;
+            }
+        }
+        aborted
+    }
+
+    /// After each host call: past the deadline, over the CPU budget, or holding more memory
+    /// (linear and host together) than the limit, the guest is stopped here.
+    pub(crate) fn returned(&mut self) -> wasmtime::Result<()> {
+        let now = Instant::now();
+        let stop = if now >= self.meter.deadline() {
+            Some(Stop::Deadline)
+        } else if cpu::over(now, self.worker.limits.cpu) {
+            Some(Stop::Cpu)
+        } else {
+            None
+        };
+        if let Some(stop) = stop {
+            self.meter.stop = Some(stop);
+            return Err(wasmtime::format_err!("stopped after a host call: {stop:?}"));
+        }
+        let room = self.worker.limits.memory.saturating_sub(self.memory);
+        if let Err(held) = self.held.check(&mut self.table, room) {
+            self.meter.memory_refused = true;
+            return Err(wasmtime::format_err!(
+                "the component holds {held} bytes in the host, with {} of linear memory: \
+                 over its memory limit of {} bytes",
+                self.memory,
+                self.worker.limits.memory
+            ));
+        }
+        Ok(())
     }
 
     /// Counts one call into the host; past the worker's budget, records the stop and
@@ -105,9 +165,10 @@ impl ResourceLimiter for ComponentState {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        // The worker's limit bounds all of the instance's memories together.
+        // The worker's limit bounds all of the instance's memories together, and what the
+        // instance holds in host memory.
         let total = self.memory - current as u64 + desired as u64;
-        let allowed = self.meter.grow(total, self.worker.limits.memory);
+        let allowed = self.meter.grow(total + self.held.counted(), self.worker.limits.memory);
         if allowed {
             self.memory = total;
         }

@@ -252,3 +252,60 @@ async fn a_std_guest_built_for_wasm32_wasip2_loads_and_serves() {
     assert_eq!(component_failure(&worker, "/exit").await, ExecErrorKind::Trap);
     assert_eq!(body("/map").await, "2", "still serving after the exit");
 }
+
+/// What a component can make the host hold or do is bounded and charged to it: header maps
+/// count against its memory limit, random bytes are capped a call, the host's work counts
+/// against its CPU budget, and each is the worker's failure, not the host's.
+#[tokio::test]
+async fn what_a_component_makes_the_host_hold_or_do_is_charged_to_it() {
+    // CPU for building a hundred maps in a debug build.
+    let limits = Limits {
+        memory: 8 << 20,
+        cpu: Duration::from_secs(1),
+        deadline: Duration::from_secs(30),
+        hostcalls: 1_000_000,
+        ..Limits::default()
+    };
+    let worker = component_with(limits, None);
+    // 900 header maps of 56 KiB each (50 MiB in the host) against an 8 MiB limit.
+    assert_eq!(component_failure(&worker, "/fields/900/56").await, ExecErrorKind::OutOfMemory);
+    component_still_serves(&worker).await;
+    // A few fit beside the component's linear memory.
+    let few = response(&worker, request("GET", "/fields/20/56", &[], "")).await;
+    assert_eq!((few.status().as_u16(), few.body().as_ref()), (200, &b"20"[..]));
+    // A map over its cap, and more random bytes than the cap in one call: wasi-http and WASI
+    // fail the host call, which is the guest's fault (a trap), not the host's.
+    for path in ["/fields/3/120", "/random/1/1024"] {
+        let error = worker.handle(request("GET", path, &[], ""), RequestId(1)).await;
+        let error = error.unwrap_err();
+        assert_eq!(error.kind(), ExecErrorKind::Trap, "{path}: {error}");
+        assert!(error.detail().contains("exceeds limit"), "{path}: {}", error.detail());
+    }
+    // Within the cap, many times: the host's work is the guest's CPU.
+    assert_eq!(
+        component_failure(&worker, "/random/100000/64").await,
+        ExecErrorKind::CpuBudgetExceeded
+    );
+    let within = response(&worker, request("GET", "/random/10/64", &[], "")).await;
+    assert_eq!(within.body(), "655360");
+}
+
+#[tokio::test]
+async fn a_component_that_never_finishes_its_body_fails_instead_of_answering_half() {
+    let worker = component();
+    let error = worker.handle(request("GET", "/unfinished", &[], ""), RequestId(1)).await;
+    let error = error.unwrap_err();
+    assert_eq!(error.kind(), ExecErrorKind::WorkerFailed, "{error}");
+    assert!(error.detail().contains("without finishing"), "{}", error.detail());
+    component_still_serves(&worker).await;
+}
+
+#[tokio::test]
+async fn a_component_fetches_a_granted_upstream_by_the_upstream_scheme() {
+    let fetcher = Arc::new(Answering::default());
+    let limits = Limits { cpu: Duration::from_millis(200), ..Limits::default() };
+    let worker = component_with(limits, Some(fetcher));
+    let ok =
+        response(&worker, request("GET", "/fetch?upstream://allowed.test/profile", &[], "")).await;
+    assert_eq!(ok.body(), "200 fetched upstream://allowed.test/profile");
+}

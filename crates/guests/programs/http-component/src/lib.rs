@@ -14,8 +14,11 @@
 //! | `/hostcalls` | reads the monotonic clock 100 000 times (the host call budget stops it) |
 //! | `/panic` | panics: a trap |
 //! | `/log` | writes a line to stdout and one to stderr, then 200 |
-//! | `/fetch?URL` | GETs URL (`http://host:port/path`); 200 with its status and body, or 502 with the error |
+//! | `/fetch?URL` | GETs URL (`http://host:port/path`, or `upstream://NAME/path`); 200 with its status and body, or 502 with the error |
 //! | `/fetch-many/N?URL` | N GETs of URL; 200 with how many got a response, and the first error |
+//! | `/fields/N/K` | builds N header maps of K KiB each in the host and keeps them; 200 with how many it could build |
+//! | `/random/N/K` | asks for K KiB of random bytes N times; 200 |
+//! | `/unfinished` | answers 200, writes part of the body, and returns without finishing or dropping it |
 
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "built for wasm32 only"))]
 
@@ -98,6 +101,40 @@ impl wasip2::exports::http::incoming_handler::Guest for Component {
                 let text = format!("{ok} {first_error:?}");
                 respond(out, 200, &[], &[text.as_bytes()]);
             }
+            _ if route.starts_with("/fields/") => {
+                let (n, kib) = two_numbers(&route["/fields/".len()..]);
+                let mut kept = Vec::new();
+                for i in 0..n {
+                    // Values of at most 8 KiB each, K KiB in all.
+                    let list: Vec<(String, Vec<u8>)> = (0..kib.div_ceil(8))
+                        .map(|j| (format!("x-{i}-{j}"), vec![b'a'; 8 << 10]))
+                        .collect();
+                    match Fields::from_list(&list) {
+                        Ok(fields) => kept.push(fields),
+                        Err(_) => break,
+                    }
+                }
+                respond(out, 200, &[], &[kept.len().to_string().as_bytes()]);
+            }
+            _ if route.starts_with("/random/") => {
+                let (n, kib) = two_numbers(&route["/random/".len()..]);
+                let mut sum = 0u64;
+                for _ in 0..n {
+                    let bytes = wasip2::random::random::get_random_bytes(kib << 10);
+                    sum += bytes.len() as u64;
+                }
+                respond(out, 200, &[], &[sum.to_string().as_bytes()]);
+            }
+            "/unfinished" => {
+                let response = OutgoingResponse::new(Fields::new());
+                let body = response.body().expect("the body, once");
+                ResponseOutparam::set(out, Ok(response));
+                let stream = body.write().expect("the body's stream, once");
+                stream.blocking_write_and_flush(b"the first half").expect("writing the body");
+                drop(stream);
+                // Neither finished nor dropped.
+                std::mem::forget(body);
+            }
             _ if route.starts_with("/status/") => {
                 let status = route["/status/".len()..].parse().unwrap_or(500);
                 respond(out, status, &[], &[]);
@@ -114,6 +151,12 @@ impl wasip2::exports::http::incoming_handler::Guest for Component {
             _ => respond(out, 404, &[], &[b"no such path"]),
         }
     }
+}
+
+/// `N/K` as two numbers (0 for what does not parse).
+fn two_numbers(text: &str) -> (u64, u64) {
+    let (n, k) = text.split_once('/').unwrap_or((text, ""));
+    (n.parse().unwrap_or(0), k.parse().unwrap_or(0))
 }
 
 fn spin() -> ! {
@@ -180,13 +223,17 @@ fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &[u8])], chunks
     OutgoingBody::finish(body, None).expect("finishing the body");
 }
 
-/// GETs `url` (`http://authority/path`): its status and body.
+/// GETs `url` (`http://authority/path` or `upstream://NAME/path`): its status and body.
 fn fetch(url: &str) -> Result<(u16, Vec<u8>), ErrorCode> {
-    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (scheme, rest) = match url.split_once("://") {
+        Some(("upstream", rest)) => (Scheme::Other("upstream".into()), rest),
+        Some((_, rest)) => (Scheme::Http, rest),
+        None => (Scheme::Http, url),
+    };
     let (authority, path) =
         rest.split_once('/').map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
     let request = OutgoingRequest::new(Fields::new());
-    let _ = request.set_scheme(Some(&Scheme::Http));
+    let _ = request.set_scheme(Some(&scheme));
     let _ = request.set_authority(Some(authority));
     let _ = request.set_path_with_query(Some(&path));
     let future = outgoing_handler::handle(request, None)?;
