@@ -123,3 +123,54 @@ fn a_component_compiles_ahead_of_time_and_serves_from_its_cwasm() {
     let gw = Gateway::start(&config);
     assert_eq!(get(gw.addr, "/hello").text(), "hello from a component");
 }
+
+/// The outside test's component attacks through the binary: header maps built in the host
+/// by many requests at once stay within each request's memory limit (and are the worker's
+/// `out_of_memory`), too many random bytes at once are the worker's fault, and an unfinished
+/// answer is an error, not a truncated 200.
+#[test]
+fn what_a_component_makes_the_host_hold_is_bounded_and_its_fault() {
+    let config = format!(
+        r#"
+        {runtime}
+        [workers.component]
+        module = "{component}"
+        limits = {{ memory = "8MiB", cpu = "2s", deadline = "20s", hostcalls = 1000000 }}
+
+        [[routes]]
+        prefix = "/"
+        worker = "component"
+        "#,
+        runtime = runtime_section(),
+        component = edgegate_guests::HTTP_COMPONENT,
+    );
+    let mut gw = Gateway::start(&config);
+    let vm = |field: &str| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert_eq!(get(gw.addr, "/hello").status, 200);
+    let before = vm("VmHWM:");
+    // 16 at once, each building 900 maps of 56 KiB (50 MB) against its 8 MiB.
+    let addr = gw.addr;
+    let bombs: Vec<_> =
+        (0..16).map(|_| std::thread::spawn(move || get(addr, "/fields/900/56"))).collect();
+    for bomb in bombs {
+        let reply = bomb.join().unwrap();
+        assert_eq!((reply.status, reply.error().as_str()), (500, "out_of_memory"));
+    }
+    let grown = (vm("VmHWM:") - before) >> 10;
+    assert!(grown < 16 * 8 + 64, "the peak grew {grown} MiB for 16 requests of 8 MiB");
+
+    let random = get(gw.addr, "/random/1/1024");
+    assert_eq!((random.status, random.error().as_str()), (500, "worker_trap"));
+    let unfinished = get(gw.addr, "/unfinished");
+    assert_eq!((unfinished.status, unfinished.error().as_str()), (500, "worker_error"));
+    assert!(!unfinished.text().contains("the first half"), "{}", unfinished.text());
+    assert_eq!(get(gw.addr, "/hello").status, 200);
+    let (_, log) = gw.stop();
+    assert!(log.contains(r#"source="worker" error="out_of_memory""#), "{log}");
+    assert!(log.contains(r#"source="worker" error="worker_trap""#), "{log}");
+    assert!(!log.contains("internal_error"), "{log}");
+}
