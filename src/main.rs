@@ -5,6 +5,7 @@
 
 mod commands;
 mod telemetry;
+mod trim;
 
 use std::process::ExitCode;
 

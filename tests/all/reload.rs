@@ -479,3 +479,40 @@ fn an_empty_admin_token_is_refused_and_an_open_admin_port_is_warned_about() {
     let (_, log) = guarded.stop();
     assert!(!log.contains("not on loopback"), "{log}");
 }
+
+/// Every deployed version adds a compiled module to the cache; past `cache_max_size`, the
+/// versions no longer served are removed, and the one serving stays.
+#[test]
+fn the_module_cache_keeps_only_what_fits_and_what_serves() {
+    let site = tempfile::tempdir().unwrap();
+    let module = site.path().join("w.wasm");
+    let cache = site.path().join("cache");
+    deploy(&module, edgegate_guests::ECHO_JSON);
+    let config = format!(
+        "[runtime]\ncache_dir = {:?}\ncache_max_size = \"1KiB\"\n\n[workers.w]\nmodule = {:?}\n\n[[routes]]\nprefix = \"/w\"\nworker = \"w\"\n",
+        cache.display().to_string(),
+        module.display().to_string(),
+    );
+    let entries = || {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".cwasm"))
+            .count()
+    };
+    let gw = Gateway::start(&config);
+    for wasm in
+        [edgegate_guests::JSON_TRANSFORM, edgegate_guests::KV_LOOKUP, edgegate_guests::ECHO_JSON]
+    {
+        deploy(&module, wasm);
+        assert_eq!(reload(&gw, None).status, 200);
+    }
+    // The prune runs on a blocking thread after the reload.
+    let started = Instant::now();
+    while entries() > 1 {
+        assert!(started.elapsed() < Duration::from_secs(30), "{} entries kept", entries());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(entries(), 1, "the version serving stays");
+    assert_eq!(post(gw.addr, "/w", BODY).text(), r#"{"a":1}"#);
+}

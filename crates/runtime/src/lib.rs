@@ -66,7 +66,7 @@ pub use fetch::{FetchError, FetchFuture, Fetcher};
 pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
-pub use module_cache::{CacheOutcome, ModuleCache};
+pub use module_cache::{CacheOutcome, ModuleCache, Pruned, Pruning};
 pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, Usage};
 pub use worker::{ModuleInfo, Worker, WorkerSpec};
 
@@ -165,6 +165,17 @@ impl Runtime {
         let keep: std::collections::HashSet<&str> = keep.into_iter().collect();
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         modules.retain(|digest, _| keep.contains(module_cache::hex(digest).as_str()));
+    }
+
+    /// The module cache, if there is one, and its entries for the modules loaded now: what a
+    /// [`ModuleCache::prune`] must keep.
+    pub fn cache_in_use(
+        &self,
+    ) -> Option<(ModuleCache, std::collections::HashSet<std::path::PathBuf>)> {
+        let cache = self.cache.clone()?;
+        let modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let keep = modules.keys().map(|digest| cache.entry_path(&self.engine, digest)).collect();
+        Some((cache, keep))
     }
 
     /// The code for `wasm`, whose sha256 is `digest`: already loaded, or compiled (or loaded

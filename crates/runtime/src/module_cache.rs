@@ -22,12 +22,22 @@
 //!
 //! Loading an entry runs its native code: the cache directory must be writable only by the
 //! gateway's user (it is created with mode 0700).
+//!
+//! Each deployed version of a worker adds an entry, so the cache prunes itself
+//! ([`ModuleCache::prune`], after start-up and after each reload): an entry's modification
+//! time is set whenever it is loaded, so it says when it was last used, and entries unused for
+//! [`Pruning::max_age`] are removed, then the least recently used ones while the whole is
+//! over [`Pruning::max_size`]. Entries the running configuration uses are never removed, nor
+//! is anything but this cache's own files (`*.cwasm`, and temporary files a crash left over an
+//! hour ago). Several gateways may share a directory: an entry another one uses is at worst
+//! compiled again at its next start.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use wasmtime::Engine;
 
@@ -55,18 +65,108 @@ pub enum CacheOutcome {
     Reused,
 }
 
+/// When entries are removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pruning {
+    /// An entry no load has used for this long is removed. Default 7 days.
+    pub max_age: Duration,
+    /// Past this many bytes of entries in all, the least recently used are removed. Default
+    /// 1 GiB.
+    pub max_size: u64,
+}
+
+impl Default for Pruning {
+    fn default() -> Self {
+        Self { max_age: Duration::from_secs(7 * 24 * 3600), max_size: 1 << 30 }
+    }
+}
+
+/// What a prune did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Entries (and left-over temporary files) removed.
+    pub removed: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The bytes of the entries kept.
+    pub kept: u64,
+}
+
+/// How old a temporary file must be before a prune takes it for a crash's leftover.
+const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+
 /// A directory of compiled modules for one engine configuration.
 #[derive(Debug, Clone)]
 pub struct ModuleCache {
     dir: PathBuf,
+    pruning: Pruning,
 }
 
 impl ModuleCache {
-    /// A cache in `dir`, created (mode 0700) if missing.
+    /// A cache in `dir`, created (mode 0700) if missing, pruned by the default [`Pruning`].
     pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
         let dir = dir.into();
         fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-        Ok(Self { dir })
+        Ok(Self { dir, pruning: Pruning::default() })
+    }
+
+    /// The same cache, pruned by `pruning`.
+    pub fn with_pruning(self, pruning: Pruning) -> Self {
+        Self { pruning, ..self }
+    }
+
+    /// Removes, as of `now`, the entries unused for [`Pruning::max_age`], then the least
+    /// recently used while the rest is over [`Pruning::max_size`]; never one in `keep` (the
+    /// entries the running configuration uses).
+    pub fn prune(
+        &self,
+        keep: &std::collections::HashSet<PathBuf>,
+        now: SystemTime,
+    ) -> std::io::Result<Pruned> {
+        let mut pruned = Pruned::default();
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            let used = meta.modified().unwrap_or(now);
+            let age = now.duration_since(used).unwrap_or_default();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(".tmp-") {
+                if age > STALE_TEMPORARY && fs::remove_file(&path).is_ok() {
+                    pruned.removed += 1;
+                    pruned.bytes += meta.len();
+                }
+                continue;
+            }
+            if !meta.is_file() || !name.ends_with(".cwasm") {
+                continue;
+            }
+            if !keep.contains(&path) && age > self.pruning.max_age {
+                if fs::remove_file(&path).is_ok() {
+                    pruned.removed += 1;
+                    pruned.bytes += meta.len();
+                }
+                continue;
+            }
+            entries.push((keep.contains(&path), used, meta.len(), path));
+        }
+        // The least recently used first; those in use last of all.
+        entries.sort_by_key(|(kept, used, _, _)| (*kept, *used));
+        let mut total: u64 = entries.iter().map(|(_, _, len, _)| len).sum();
+        for (kept, _, len, path) in entries {
+            if total <= self.pruning.max_size || kept {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                pruned.removed += 1;
+                pruned.bytes += len;
+                total -= len;
+            }
+        }
+        pruned.kept = total;
+        Ok(pruned)
     }
 
     /// The default location: `$XDG_CACHE_HOME/edgegate/modules`, else
@@ -90,7 +190,11 @@ impl ModuleCache {
         let path = self.entry_path(engine, &wasm_hash);
         let rejected = match fs::read(&path) {
             Ok(entry) => match load_entry(engine, &entry, &wasm_hash, Abi::of(wasm)) {
-                Ok(compiled) => return Ok((compiled, CacheOutcome::Hit)),
+                Ok(compiled) => {
+                    // Its modification time says when it was last used: what pruning reads.
+                    let _ = fs::File::open(&path).and_then(|f| f.set_modified(SystemTime::now()));
+                    return Ok((compiled, CacheOutcome::Hit));
+                }
                 Err(reason) => Some(reason.to_string()),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -195,4 +299,62 @@ pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     let mut out = [0; 32];
     out.copy_from_slice(digest.as_ref());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+
+    /// A file of `len` bytes in `dir`, last modified `ago` before `now`.
+    fn file(dir: &Path, name: &str, len: usize, now: SystemTime, ago: Duration) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, vec![0; len]).unwrap();
+        fs::File::options().write(true).open(&path).unwrap().set_modified(now - ago).unwrap();
+        path
+    }
+
+    #[test]
+    fn entries_unused_for_the_max_age_go_and_those_in_use_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ModuleCache::open(dir.path()).unwrap();
+        let now = SystemTime::now();
+        let old = file(dir.path(), "aa-1.cwasm", 10, now, 10 * DAY);
+        let recent = file(dir.path(), "bb-1.cwasm", 10, now, 2 * DAY);
+        let in_use = file(dir.path(), "cc-1.cwasm", 10, now, 30 * DAY);
+        let crashed = file(dir.path(), ".tmp-1-ab", 10, now, 2 * STALE_TEMPORARY);
+        let writing = file(dir.path(), ".tmp-2-cd", 10, now, Duration::from_secs(5));
+        let foreign = file(dir.path(), "notes.txt", 10, now, 100 * DAY);
+        let keep = [in_use.clone()].into();
+        let pruned = cache.prune(&keep, now).unwrap();
+        assert_eq!(pruned, Pruned { removed: 2, bytes: 20, kept: 20 });
+        for (path, there) in [
+            (old, false),
+            (crashed, false),
+            (recent, true),
+            (in_use, true),
+            (writing, true),
+            (foreign, true),
+        ] {
+            assert_eq!(path.exists(), there, "{}", path.display());
+        }
+    }
+
+    #[test]
+    fn past_the_max_size_the_least_recently_used_go_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let pruning = Pruning { max_age: 30 * DAY, max_size: 1500 };
+        let cache = ModuleCache::open(dir.path()).unwrap().with_pruning(pruning);
+        let now = SystemTime::now();
+        let oldest = file(dir.path(), "aa-1.cwasm", 1000, now, DAY);
+        let newer = file(dir.path(), "bb-1.cwasm", 1000, now, Duration::from_secs(3600));
+        let in_use = file(dir.path(), "cc-1.cwasm", 1000, now, 5 * DAY);
+        let keep = [in_use.clone()].into();
+        let pruned = cache.prune(&keep, now).unwrap();
+        assert_eq!(pruned, Pruned { removed: 2, bytes: 2000, kept: 1000 });
+        assert!(!oldest.exists() && !newer.exists() && in_use.exists());
+        // Under the size, nothing more goes.
+        assert_eq!(cache.prune(&keep, now).unwrap(), Pruned { removed: 0, bytes: 0, kept: 1000 });
+    }
 }

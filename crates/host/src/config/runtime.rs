@@ -17,6 +17,13 @@ pub struct RuntimeSection {
     /// Where (relative to this file). Default `$XDG_CACHE_HOME/edgegate/modules`, else
     /// `~/.cache/edgegate/modules`.
     pub cache_dir: Option<PathBuf>,
+    /// A cache entry no load has used for this long is removed (after start-up and each
+    /// reload). Default 7 days.
+    #[serde(deserialize_with = "duration")]
+    pub cache_max_age: Duration,
+    /// Past this many bytes in the cache, the least recently used entries are removed; those
+    /// the running configuration uses never are. Default 1GiB.
+    pub cache_max_size: ByteSize,
     /// How often running guests are checked against their CPU budget and deadline. Default 1ms.
     #[serde(deserialize_with = "duration")]
     pub epoch_tick: Duration,
@@ -36,6 +43,8 @@ impl Default for RuntimeSection {
         Self {
             cache: true,
             cache_dir: None,
+            cache_max_age: edgegate_runtime::Pruning::default().max_age,
+            cache_max_size: ByteSize(edgegate_runtime::Pruning::default().max_size),
             epoch_tick: runtime.epoch_tick,
             max_worker_memory: ByteSize(runtime.max_memory),
             max_wasm_stack: ByteSize(runtime.max_wasm_stack as u64),

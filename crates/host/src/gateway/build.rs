@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use edgegate_runtime::{CacheOutcome, Fetcher, ModuleCache, Runtime, RuntimeConfig, WorkerSpec};
+use edgegate_runtime::{
+    CacheOutcome, Fetcher, ModuleCache, Pruning, Runtime, RuntimeConfig, WorkerSpec,
+};
 use http::{HeaderValue, Response, header};
 use tokio::sync::Semaphore;
 
@@ -88,6 +90,9 @@ impl Gateway {
         };
         let snapshot = steps.snapshot(kv, 1).await?;
         super::reload::publish(None, &snapshot);
+        if kv_mode == KvMode::Serve {
+            prune_cache(&runtime);
+        }
         Ok(Self {
             current: ArcSwap::from_pointee(snapshot),
             permits: Arc::new(Semaphore::new(config.server.max_concurrency as usize)),
@@ -417,13 +422,32 @@ fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
         Some(dir) => loaded.resolve(dir),
         None => ModuleCache::default_dir()?,
     };
+    let runtime = &loaded.config.runtime;
+    let pruning =
+        Pruning { max_age: runtime.cache_max_age, max_size: runtime.cache_max_size.bytes() };
     match ModuleCache::open(&dir) {
-        Ok(cache) => Some(cache),
+        Ok(cache) => Some(cache.with_pruning(pruning)),
         Err(e) => {
             tracing::warn!(dir = %dir.display(), "module cache unavailable, compiling every start: {e}");
             None
         }
     }
+}
+
+/// Prunes the module cache on a blocking thread, keeping the entries `runtime` has loaded
+/// (docs/configuration.md#runtime): after start-up, and after each reload.
+pub(super) fn prune_cache(runtime: &Runtime) {
+    let Some((cache, keep)) = runtime.cache_in_use() else { return };
+    tokio::task::spawn_blocking(move || match cache.prune(&keep, std::time::SystemTime::now()) {
+        Ok(pruned) if pruned.removed > 0 => tracing::info!(
+            removed = pruned.removed,
+            bytes = pruned.bytes,
+            kept = pruned.kept,
+            "module cache pruned"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("module cache not pruned: {e}"),
+    });
 }
 
 /// Why a worker's module did not load.

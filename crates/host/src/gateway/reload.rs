@@ -136,6 +136,7 @@ impl Gateway {
         self.runtime
             .retain_modules(next.workers.iter().map(|(_, w)| w.module_info().digest.as_str()));
         self.current.store(std::sync::Arc::new(next));
+        super::build::prune_cache(&self.runtime);
         Ok(Reloaded { generation, changed, removed, modules, took: started.elapsed() })
     }
 }
