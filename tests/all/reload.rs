@@ -516,3 +516,53 @@ fn the_module_cache_keeps_only_what_fits_and_what_serves() {
     assert_eq!(entries(), 1, "the version serving stays");
     assert_eq!(post(gw.addr, "/w", BODY).text(), r#"{"a":1}"#);
 }
+
+/// The series of a route, worker or version a reload removed leave `/metrics` (once no request
+/// it began still runs), while those the reload kept carry their counts on.
+#[test]
+fn series_of_what_a_reload_removed_leave_the_metrics() {
+    let site = tempfile::tempdir().unwrap();
+    let (one, two) = (site.path().join("one.wasm"), site.path().join("two.wasm"));
+    deploy(&one, edgegate_guests::ECHO_JSON);
+    deploy(&two, edgegate_guests::ECHO_JSON);
+    let config = |workers: &[(&str, &Path)]| {
+        let mut text = runtime_section();
+        for (name, module) in workers {
+            text.push_str(&format!(
+                "\n[workers.{name}]\nmodule = {:?}\n\n[[routes]]\nname = \"{name}-route\"\nprefix = \"/{name}\"\nworker = \"{name}\"\n",
+                module.display().to_string()
+            ));
+        }
+        text
+    };
+    let gw = Gateway::start(&config(&[("one", &one), ("two", &two)]));
+    for name in ["one", "two"] {
+        assert_eq!(post(gw.addr, &format!("/{name}"), BODY).status, 200);
+    }
+    let metrics = || get(gw.admin, "/metrics").text();
+    let about = |text: &str, name: &str| {
+        text.lines()
+            .filter(|l| {
+                l.contains(&format!("\"{name}-route\""))
+                    || l.contains(&format!("worker=\"{name}\""))
+            })
+            .count()
+    };
+    let before = metrics();
+    assert!(about(&before, "one") > 20 && about(&before, "two") > 20, "{before}");
+
+    // `one` is removed; `two` gets a new version (the same code with a custom section).
+    deploy(&two, &[edgegate_guests::ECHO_JSON, &[0, 2, 1, b'x']].concat());
+    gw.rewrite_config(&config(&[("two", &two)]));
+    assert_eq!(reload(&gw, None).status, 200);
+    assert_eq!(post(gw.addr, "/two", BODY).status, 200);
+    let after = metrics();
+    assert_eq!(about(&after, "one"), 0, "{after}");
+    let requests =
+        r#"edgegate_requests_total{route="two-route",worker="two",status="200",source="-"} 2"#;
+    assert!(after.contains(requests), "the kept route's count carries on:\n{after}");
+    let infos: Vec<&str> =
+        after.lines().filter(|l| l.starts_with("edgegate_worker_info{")).collect();
+    assert_eq!(infos.len(), 1, "only the version serving: {infos:?}");
+    assert!(infos[0].ends_with(" 1"), "{infos:?}");
+}

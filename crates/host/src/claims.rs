@@ -15,6 +15,7 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use edgegate_runtime::Keys;
@@ -22,9 +23,9 @@ use edgegate_runtime::keys::{Alg, KeySet, VerifyError};
 use edgegate_sdk::jwt::json::{JsonStr, Value};
 use edgegate_sdk::jwt::{self, Jwt, Validation, Verifier};
 use http::HeaderMap;
-use metrics::Counter;
 
 use crate::config::JwtConfig;
+use crate::metrics::Count;
 
 /// What became of a request's token at a split, for `edgegate_split_claims_total{outcome}`.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +57,7 @@ impl Outcome {
 pub(crate) struct ClaimSource {
     keys: Keys,
     validation: Validation,
-    outcomes: [Counter; 4],
+    outcomes: [Arc<Count>; 4],
 }
 
 impl ClaimSource {
@@ -71,11 +72,8 @@ impl ClaimSource {
             max_token_len: policy.max_token_bytes.bytes() as usize,
         };
         let outcomes = Outcome::ALL.map(|outcome| {
-            metrics::counter!(
-                "edgegate_split_claims_total",
-                "route" => route.to_owned(),
-                "outcome" => outcome.label(),
-            )
+            let labels = vec![("route", route.to_owned()), ("outcome", outcome.label().to_owned())];
+            crate::metrics::counter("edgegate_split_claims_total", labels)
         });
         Self { keys, validation, outcomes }
     }

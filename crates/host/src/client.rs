@@ -20,13 +20,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::metrics::Level;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use metrics::Gauge;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tokio::net::TcpStream;
@@ -96,7 +96,10 @@ pub(crate) fn build(settings: &ClientSettings<'_>) -> Result<HttpClient, ClientE
         .enable_http1()
         .wrap_connector(Counting {
             inner: http,
-            open: metrics::gauge!("edgegate_upstream_connections", "upstream" => settings.name.to_owned()),
+            open: crate::metrics::gauge(
+                "edgegate_upstream_connections",
+                vec![("upstream", settings.name.to_owned())],
+            ),
         });
     Ok(Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
@@ -136,7 +139,7 @@ pub(crate) fn classify(error: &hyper_util::client::legacy::Error) -> SendFailure
 #[derive(Clone)]
 pub(crate) struct Counting {
     inner: HttpConnector,
-    open: Gauge,
+    open: Arc<Level>,
 }
 
 impl tower_service::Service<http::Uri> for Counting {
@@ -153,7 +156,7 @@ impl tower_service::Service<http::Uri> for Counting {
         let open = self.open.clone();
         Box::pin(async move {
             let io = connecting.await?;
-            open.increment(1.0);
+            open.add(1);
             Ok(Counted { io, open })
         })
     }
@@ -162,12 +165,12 @@ impl tower_service::Service<http::Uri> for Counting {
 /// A connection that lowers its pool's gauge when it closes.
 pub(crate) struct Counted {
     io: TokioIo<TcpStream>,
-    open: Gauge,
+    open: Arc<Level>,
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.open.decrement(1.0);
+        self.open.add(-1);
     }
 }
 

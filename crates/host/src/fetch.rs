@@ -25,6 +25,7 @@ use http_body_util::{BodyExt, Full};
 use crate::client::{self, SendFailure};
 use crate::error::error_chain;
 use crate::headers::strip_hop_by_hop;
+use crate::metrics::Count;
 use crate::origin::Origin;
 use crate::pool::Pool;
 use crate::upstream::Upstream;
@@ -96,7 +97,7 @@ pub(crate) struct WorkerFetcher {
     /// The `[fetch]` pool.
     pub(crate) pool: Pool,
     /// `edgegate_fetches_total{worker,outcome}`, by [`Outcome`].
-    pub(crate) counts: Arc<[metrics::Counter; Outcome::ALL.len()]>,
+    pub(crate) counts: Arc<[Arc<Count>; Outcome::ALL.len()]>,
 }
 
 /// How a fetch ended, for `edgegate_fetches_total{outcome}`.
@@ -147,13 +148,11 @@ impl Outcome {
     }
 
     /// The counters of worker `worker`, one per outcome.
-    pub(crate) fn counters(worker: &str) -> Arc<[metrics::Counter; Self::ALL.len()]> {
+    pub(crate) fn counters(worker: &str) -> Arc<[Arc<Count>; Self::ALL.len()]> {
         Arc::new(Self::ALL.map(|outcome| {
-            metrics::counter!(
-                "edgegate_fetches_total",
-                "worker" => worker.to_owned(),
-                "outcome" => outcome.label(),
-            )
+            let labels =
+                vec![("worker", worker.to_owned()), ("outcome", outcome.label().to_owned())];
+            crate::metrics::counter("edgegate_fetches_total", labels)
         }))
     }
 }

@@ -25,7 +25,7 @@ use tracing::field::Empty;
 
 use crate::config::{Loaded, ServerConfig};
 use crate::error::{ErrorKind, RequestError, Source};
-use crate::metrics::{Level, Raised, RouteMetrics};
+use crate::metrics::{Count, Keyed, Level, Raised, RouteMetrics};
 use crate::path::PathRules;
 use crate::router::{Match, Router};
 use crate::shadow::{Digested, Shadow};
@@ -70,23 +70,27 @@ struct SplitTarget {
     action: Action,
     /// `edgegate_split_total{route,target,by}`, by [`By`](crate::split::By) in declaration
     /// order.
-    decided: [metrics::Counter; 4],
+    decided: [Arc<Count>; 4],
     /// The route's name, for the fallback counter.
     route: String,
     /// This target's name.
     name: String,
+    /// `edgegate_split_fallbacks_total{route,target,reason}`, by reason.
+    fallbacks: Keyed<&'static str, Arc<Count>>,
 }
 
 impl SplitTarget {
     /// Counts a request that falls back to this target after the other failed with `reason`.
     fn fell_back(&self, reason: &'static str) {
-        metrics::counter!(
-            "edgegate_split_fallbacks_total",
-            "route" => self.route.clone(),
-            "target" => self.name.clone(),
-            "reason" => reason,
-        )
-        .increment(1);
+        let make = || {
+            let labels = vec![
+                ("route", self.route.clone()),
+                ("target", self.name.clone()),
+                ("reason", reason.to_owned()),
+            ];
+            crate::metrics::counter("edgegate_split_fallbacks_total", labels)
+        };
+        self.fallbacks.with(reason, make, |count| count.increment(1));
     }
 }
 
@@ -144,6 +148,9 @@ pub(crate) struct Snapshot {
     upstreams: HashMap<String, Arc<Upstream>>,
     /// Every loaded worker by name, in name order.
     workers: Vec<(String, Worker)>,
+    /// `edgegate_worker_info{worker,digest}` of each of `workers`, in the same order: the
+    /// series goes when the last snapshot holding it does.
+    worker_info: Vec<Arc<Level>>,
     /// The KV namespaces, shared with the snapshots before and after it while `[kv]` is
     /// unchanged.
     kv: Arc<build::Kv>,
@@ -283,7 +290,7 @@ impl Gateway {
         metrics.request(status, source, elapsed);
         metrics.usage(&logged.usage);
         if let Some(error) = &error {
-            crate::metrics::failure(logged.worker.unwrap_or("-"), error);
+            metrics.failure(logged.worker.unwrap_or("-"), error);
         }
         access_log(&Access {
             id,

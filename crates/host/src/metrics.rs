@@ -7,22 +7,23 @@
 //! handles are no-ops and nothing is rendered.
 //!
 //! Durations are histograms in seconds with exponential buckets, ×2 from 10 µs to about 10 s;
-//! memory is in bytes, ×2 from 64 KiB to 1 GiB. The request path's histograms and gauges are
-//! edgegate's own (`series`: fixed atomic buckets, one atomic per gauge), cheaper per sample
-//! than the recorder's.
+//! memory is in bytes, ×2 from 64 KiB to 1 GiB. The request path's histograms, gauges and
+//! counters, and every series labelled by a route, worker or upstream, are edgegate's own
+//! (`series`: fixed atomic buckets, one atomic per gauge or counter), cheaper per sample than
+//! the recorder's, and dropped when what they are about is gone (a reload removed it).
 
 mod series;
 
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use edgegate_runtime::{ExecErrorKind, Usage};
-use metrics::{Counter, Unit};
+use metrics::Unit;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::error::{ErrorKind, RequestError};
 use series::BYTES;
-pub(crate) use series::{Buckets, Level, Raised, SECONDS};
+pub(crate) use series::{Buckets, Count, Keyed, Level, Raised, SECONDS};
 
 /// How often histograms are folded into their buckets when nobody scrapes.
 const UPKEEP: Duration = Duration::from_secs(5);
@@ -74,13 +75,15 @@ enum Kind {
     Buckets,
     /// A gauge of the request path's own (`series`).
     Level,
+    /// A counter of the request path's own (`series`).
+    Count,
 }
 
 /// Every metric edgegate exports (the KV crate's included), described once at install.
 const METRICS: &[(&str, Kind, &str)] = &[
     (
         "edgegate_requests_total",
-        Kind::Counter,
+        Kind::Count,
         "Requests answered, by route, worker, status and error source",
     ),
     (
@@ -103,12 +106,8 @@ const METRICS: &[(&str, Kind, &str)] = &[
         Kind::Buckets,
         "A request's guest linear memory at its peak",
     ),
-    ("edgegate_traps_total", Kind::Counter, "Guests that trapped, by worker and kind"),
-    (
-        "edgegate_limit_hits_total",
-        Kind::Counter,
-        "Requests stopped by a limit, by worker and limit",
-    ),
+    ("edgegate_traps_total", Kind::Count, "Guests that trapped, by worker and kind"),
+    ("edgegate_limit_hits_total", Kind::Count, "Requests stopped by a limit, by worker and limit"),
     ("edgegate_requests_in_flight", Kind::Level, "Requests being served"),
     ("edgegate_requests_queued", Kind::Level, "Requests waiting for an instance slot"),
     ("edgegate_instance_slots_in_use", Kind::Level, "Instance slots held by running guests"),
@@ -124,7 +123,7 @@ const METRICS: &[(&str, Kind, &str)] = &[
         "KV operation time (redb and Redis; in-memory operations are not timed)",
     ),
     ("edgegate_upstream_duration_seconds", Kind::Buckets, "Time to an upstream's response head"),
-    ("edgegate_upstream_errors_total", Kind::Counter, "Upstream failures, by upstream and kind"),
+    ("edgegate_upstream_errors_total", Kind::Count, "Upstream failures, by upstream and kind"),
     (
         "edgegate_connections_closed_total",
         Kind::Counter,
@@ -132,17 +131,23 @@ const METRICS: &[(&str, Kind, &str)] = &[
     ),
     (
         "edgegate_split_total",
-        Kind::Counter,
+        Kind::Count,
         "Split routes' decisions, by route, target and how (override, rule, sticky, random)",
     ),
     (
         "edgegate_split_fallbacks_total",
-        Kind::Counter,
+        Kind::Count,
         "Requests a split's worker failed before answering, served by the fallback target, by reason",
     ),
     (
+        "edgegate_split_claims_total",
+        Kind::Count,
+        "Bearer tokens a split that reads claims verified, by route and outcome (verified, missing, invalid, unavailable)",
+    ),
+    ("edgegate_fetches_total", Kind::Count, "Workers' outbound requests, by worker and outcome"),
+    (
         "edgegate_shadow_total",
-        Kind::Counter,
+        Kind::Count,
         "Split routes' shadows, by route and outcome (match, status_diff, header_diff, body_diff, shadow_error, skipped)",
     ),
     (
@@ -158,7 +163,7 @@ const METRICS: &[(&str, Kind, &str)] = &[
     ("edgegate_upstream_in_flight", Kind::Level, "Requests waiting on an upstream"),
     (
         "edgegate_upstream_connections",
-        Kind::Gauge,
+        Kind::Level,
         "Open connections to an upstream (its pool: idle and busy)",
     ),
     (
@@ -178,8 +183,8 @@ const METRICS: &[(&str, Kind, &str)] = &[
     ),
     (
         "edgegate_worker_info",
-        Kind::Gauge,
-        "1 for each worker's module version serving new requests (digest: its sha256), 0 for one it replaced",
+        Kind::Level,
+        "1 for each worker's module version serving new requests (digest: its sha256); a version a reload replaced is 0 until its last request ends, then gone",
     ),
     ("edgegate_build_info", Kind::Gauge, "Always 1; the labels name the build"),
 ];
@@ -190,7 +195,7 @@ fn describe() {
             Kind::Counter => metrics::describe_counter!(name, help),
             Kind::Gauge => metrics::describe_gauge!(name, help),
             Kind::Histogram(unit) => metrics::describe_histogram!(name, unit, help),
-            Kind::Buckets | Kind::Level => {}
+            Kind::Buckets | Kind::Level | Kind::Count => {}
         }
     }
     metrics::gauge!(
@@ -203,18 +208,20 @@ fn describe() {
 
 /// One response's counter and latency histogram.
 struct Outcome {
-    status: u16,
-    source: &'static str,
-    requests: Counter,
+    requests: Arc<Count>,
     duration: Arc<Buckets>,
 }
 
-/// A route's handles: registered per status and error source on first use, per worker at
-/// once.
+/// A route's handles: registered per status and error source, and per trap or limit, on first
+/// use; per worker at once.
 pub(crate) struct RouteMetrics {
     route: String,
     worker: String,
-    outcomes: RwLock<Vec<Outcome>>,
+    /// By status and error source.
+    outcomes: Keyed<(u16, &'static str), Outcome>,
+    /// `edgegate_traps_total` and `edgegate_limit_hits_total`, by name, label and worker
+    /// (a split route's targets are several).
+    failures: Keyed<(&'static str, &'static str, String), Arc<Count>>,
     instantiate: Arc<Buckets>,
     cpu: Arc<Buckets>,
     memory: Arc<Buckets>,
@@ -239,6 +246,11 @@ pub(crate) fn gauge(name: &'static str, labels: series::Labels) -> Arc<Level> {
     series::gauge(name, help(name), labels)
 }
 
+/// The series of counter `name` (a [`Kind::Count`] metric) with `labels`.
+pub(crate) fn counter(name: &'static str, labels: series::Labels) -> Arc<Count> {
+    series::counter(name, help(name), labels)
+}
+
 impl std::fmt::Debug for RouteMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RouteMetrics").field("route", &self.route).finish_non_exhaustive()
@@ -252,7 +264,8 @@ impl RouteMetrics {
         Self {
             route: route.to_owned(),
             worker: worker.to_owned(),
-            outcomes: RwLock::new(Vec::new()),
+            outcomes: Keyed::default(),
+            failures: Keyed::default(),
             instantiate: per_worker("edgegate_instantiate_duration_seconds", &SECONDS),
             cpu: per_worker("edgegate_guest_cpu_seconds", &SECONDS),
             memory: per_worker("edgegate_guest_memory_peak_bytes", &BYTES),
@@ -265,7 +278,8 @@ impl RouteMetrics {
         Self {
             route: "-".to_owned(),
             worker: "-".to_owned(),
-            outcomes: RwLock::new(Vec::new()),
+            outcomes: Keyed::default(),
+            failures: Keyed::default(),
             instantiate: Buckets::detached(&SECONDS),
             cpu: Buckets::detached(&SECONDS),
             memory: Buckets::detached(&BYTES),
@@ -274,34 +288,52 @@ impl RouteMetrics {
 
     /// Records one answered request.
     pub(crate) fn request(&self, status: u16, source: &'static str, elapsed: Duration) {
-        let find = |outcomes: &[Outcome]| {
-            outcomes.iter().find(|o| o.status == status && o.source == source).map(|o| {
-                o.requests.increment(1);
-                o.duration.record_time(elapsed);
-            })
+        let make = || {
+            let labels = vec![
+                ("route", self.route.clone()),
+                ("worker", self.worker.clone()),
+                ("status", status.to_string()),
+                ("source", source.to_owned()),
+            ];
+            Outcome {
+                requests: counter("edgegate_requests_total", labels.clone()),
+                duration: histogram("edgegate_request_duration_seconds", &SECONDS, labels),
+            }
         };
-        if find(&self.outcomes.read().unwrap_or_else(|e| e.into_inner())).is_some() {
-            return;
-        }
-        let mut outcomes = self.outcomes.write().unwrap_or_else(|e| e.into_inner());
-        if find(&outcomes).is_some() {
-            return;
-        }
-        let labels = vec![
-            ("route", self.route.clone()),
-            ("worker", self.worker.clone()),
-            ("status", status.to_string()),
-            ("source", source.to_owned()),
-        ];
-        let outcome = Outcome {
-            status,
-            source,
-            requests: metrics::counter!("edgegate_requests_total", &labels),
-            duration: histogram("edgegate_request_duration_seconds", &SECONDS, labels),
+        self.outcomes.with((status, source), make, |outcome| {
+            outcome.requests.increment(1);
+            outcome.duration.record_time(elapsed);
+        });
+    }
+
+    /// Counts a failure of `worker` that is a trap or a spent limit under its label; other
+    /// failures are in `edgegate_requests_total` alone.
+    pub(crate) fn failure(&self, worker: &str, error: &RequestError) {
+        let (name, label, key) = match &error.kind {
+            ErrorKind::Exec(kind @ (ExecErrorKind::Trap | ExecErrorKind::StackOverflow)) => {
+                ("edgegate_traps_total", kind.code(), "kind")
+            }
+            ErrorKind::Exec(ExecErrorKind::OutOfMemory) => {
+                ("edgegate_limit_hits_total", "memory", "limit")
+            }
+            ErrorKind::Exec(ExecErrorKind::CpuBudgetExceeded) => {
+                ("edgegate_limit_hits_total", "cpu", "limit")
+            }
+            ErrorKind::Exec(ExecErrorKind::DeadlineExceeded) => {
+                ("edgegate_limit_hits_total", "deadline", "limit")
+            }
+            ErrorKind::Exec(ExecErrorKind::HostcallBudgetExceeded) => {
+                ("edgegate_limit_hits_total", "hostcalls", "limit")
+            }
+            ErrorKind::Exec(ExecErrorKind::ResponseTooLarge) => {
+                ("edgegate_limit_hits_total", "response_body", "limit")
+            }
+            ErrorKind::BodyTooLarge => ("edgegate_limit_hits_total", "request_body", "limit"),
+            ErrorKind::Overloaded => ("edgegate_limit_hits_total", "concurrency", "limit"),
+            _ => return,
         };
-        outcome.requests.increment(1);
-        outcome.duration.record_time(elapsed);
-        outcomes.push(outcome);
+        let make = || counter(name, vec![("worker", worker.to_owned()), (key, label.to_owned())]);
+        self.failures.with((name, label, worker.to_owned()), make, |count| count.increment(1));
     }
 
     /// Records what a request's guest cost, if it got as far as an instance.
@@ -313,28 +345,6 @@ impl RouteMetrics {
         self.cpu.record_time(usage.cpu);
         self.memory.record(usage.memory_peak);
     }
-}
-
-/// Counts a failure that is a trap or a spent limit under its label; other failures are in
-/// `edgegate_requests_total` alone.
-pub(crate) fn failure(worker: &str, error: &RequestError) {
-    let limit = match &error.kind {
-        ErrorKind::Exec(kind @ (ExecErrorKind::Trap | ExecErrorKind::StackOverflow)) => {
-            metrics::counter!("edgegate_traps_total", "worker" => worker.to_owned(), "kind" => kind.code())
-                .increment(1);
-            return;
-        }
-        ErrorKind::Exec(ExecErrorKind::OutOfMemory) => "memory",
-        ErrorKind::Exec(ExecErrorKind::CpuBudgetExceeded) => "cpu",
-        ErrorKind::Exec(ExecErrorKind::DeadlineExceeded) => "deadline",
-        ErrorKind::Exec(ExecErrorKind::HostcallBudgetExceeded) => "hostcalls",
-        ErrorKind::Exec(ExecErrorKind::ResponseTooLarge) => "response_body",
-        ErrorKind::BodyTooLarge => "request_body",
-        ErrorKind::Overloaded => "concurrency",
-        _ => return,
-    };
-    metrics::counter!("edgegate_limit_hits_total", "worker" => worker.to_owned(), "limit" => limit)
-        .increment(1);
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ pub(crate) struct Shadow {
     pub(crate) timeout: Duration,
     compare: Vec<HeaderName>,
     places: Arc<Semaphore>,
-    outcomes: [metrics::Counter; 6],
+    outcomes: [Arc<crate::metrics::Count>; 6],
     /// The minute (since the epoch) differences were last logged in, and how many.
     logged: AtomicU64,
 }
@@ -93,7 +93,8 @@ pub(crate) struct Seen {
 impl Shadow {
     pub(crate) fn new(config: &ShadowConfig, route: &str) -> Self {
         let outcomes = Outcome::ALL.map(|o| {
-            metrics::counter!("edgegate_shadow_total", "route" => route.to_owned(), "outcome" => o.label())
+            let labels = vec![("route", route.to_owned()), ("outcome", o.label().to_owned())];
+            crate::metrics::counter("edgegate_shadow_total", labels)
         });
         Self {
             route: route.to_owned(),

@@ -30,7 +30,7 @@ use crate::client::{self, ClientError, SendFailure};
 use crate::config::UpstreamConfig;
 use crate::error::{ErrorKind, RequestError, error_chain};
 use crate::headers::{HOP_BY_HOP, strip_hop_by_hop};
-use crate::metrics::{Buckets, Level, Raised, SECONDS};
+use crate::metrics::{Buckets, Count, Keyed, Level, Raised, SECONDS};
 use crate::pool::{Pool, PoolSettings};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -94,6 +94,8 @@ pub(crate) struct Upstream {
     preserve_host: bool,
     duration: Arc<Buckets>,
     in_flight: Arc<Level>,
+    /// `edgegate_upstream_errors_total{upstream,kind}`, by kind.
+    errors: Keyed<&'static str, Arc<Count>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -132,6 +134,7 @@ impl Upstream {
                 "edgegate_upstream_in_flight",
                 vec![("upstream", name.to_owned())],
             ),
+            errors: Keyed::default(),
         })
     }
 
@@ -175,8 +178,11 @@ impl Upstream {
                 ErrorKind::UpstreamTimeout => "timeout",
                 _ => "bad_response",
             };
-            metrics::counter!("edgegate_upstream_errors_total", "upstream" => self.name.to_string(), "kind" => label)
-                .increment(1);
+            let make = || {
+                let labels = vec![("upstream", self.name.to_string()), ("kind", label.to_owned())];
+                crate::metrics::counter("edgegate_upstream_errors_total", labels)
+            };
+            self.errors.with(label, make, |count| count.increment(1));
             Err(RequestError::new(kind, format!("{}: {detail}", self.name)))
         };
         let response = match sent {

@@ -143,6 +143,14 @@ impl Steps<'_> {
             server: config.server.clone(),
             path_rules: config.server.path_rules(),
             upstreams,
+            worker_info: workers
+                .iter()
+                .map(|(name, (worker, _))| {
+                    let digest = worker.module_info().digest.clone();
+                    let labels = vec![("worker", name.clone()), ("digest", digest)];
+                    crate::metrics::gauge("edgegate_worker_info", labels)
+                })
+                .collect(),
             workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
             kv,
             tls,
@@ -331,13 +339,14 @@ impl Steps<'_> {
                             route: name.to_owned(),
                             name: t.name.clone(),
                             decided: [By::Override, By::Rule, By::Sticky, By::Random].map(|by| {
-                                metrics::counter!(
-                                    "edgegate_split_total",
-                                    "route" => name.to_owned(),
-                                    "target" => t.name.clone(),
-                                    "by" => by.label(),
-                                )
+                                let labels = vec![
+                                    ("route", name.to_owned()),
+                                    ("target", t.name.clone()),
+                                    ("by", by.label().to_owned()),
+                                ];
+                                crate::metrics::counter("edgegate_split_total", labels)
                             }),
+                            fallbacks: Default::default(),
                         })
                         .collect();
                     // Validation made sure `jwt` names a worker with a `[workers.W.jwt]`.

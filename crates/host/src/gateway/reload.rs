@@ -142,21 +142,17 @@ impl Gateway {
 }
 
 /// Sets `edgegate_config_generation` and `edgegate_worker_info` for `next`, putting the
-/// versions it replaces of `previous` at 0.
+/// versions it replaces of `previous` at 0 (their series go with the last snapshot that
+/// holds them).
 pub(super) fn publish(previous: Option<&Snapshot>, next: &Snapshot) {
     metrics::gauge!("edgegate_config_generation").set(next.generation as f64);
-    for (name, worker) in previous.map_or(&[][..], |p| &p.workers[..]) {
-        let digest = &worker.module_info().digest;
-        let kept = next.workers.iter().any(|(n, w)| n == name && w.module_info().digest == *digest);
-        if !kept {
-            metrics::gauge!("edgegate_worker_info", "worker" => name.clone(), "digest" => digest.clone())
-                .set(0.0);
+    if let Some(previous) = previous {
+        for info in &previous.worker_info {
+            info.set(0);
         }
     }
-    for (name, worker) in &next.workers {
-        let digest = worker.module_info().digest.clone();
-        metrics::gauge!("edgegate_worker_info", "worker" => name.clone(), "digest" => digest)
-            .set(1.0);
+    for info in &next.worker_info {
+        info.set(1);
     }
 }
 

@@ -1,6 +1,13 @@
 //! The request path's own metrics, rendered in the Prometheus text format next to the
-//! recorder's: histograms of fixed doubling buckets ([`Buckets`]) and gauges of one atomic
-//! ([`Level`]), one allocation per series.
+//! recorder's: histograms of fixed doubling buckets ([`Buckets`]), gauges of one atomic
+//! ([`Level`]) and counters of one atomic ([`Count`]), one allocation per series.
+//!
+//! A series lives as long as something holds it: a route's, a worker's or an upstream's
+//! handles, which a configuration's snapshot owns. The registry keeps one reference of its own
+//! and drops a series when it holds the last one, when `/metrics` is rendered: so the series of
+//! a route, worker version or upstream a reload removed go with it, and a reload that keeps
+//! them gets the same series back (their counts carry on). Series made on an event (a status a
+//! route first answered, a trap) are held by their owner too ([`Keyed`]).
 //!
 //! A histogram sample is two relaxed atomic adds into memory the series owns; a gauge step is
 //! one. Through the `metrics` facade a sample is a push into `metrics-util`'s epoch-protected
@@ -11,7 +18,7 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Buckets `first`, `2 × first`, …: `bounds` of them, then `+Inf`.
@@ -96,6 +103,56 @@ pub(crate) type Labels = Vec<(&'static str, String)>;
 #[derive(Debug, Default)]
 pub(crate) struct Level(AtomicI64);
 
+impl Level {
+    /// Sets the level (an info gauge's 1 or 0).
+    pub(crate) fn set(&self, value: i64) {
+        self.0.store(value, Relaxed);
+    }
+
+    /// Raises the level by `n` (lowers it, negative).
+    pub(crate) fn add(&self, n: i64) {
+        self.0.fetch_add(n, Relaxed);
+    }
+}
+
+/// A counter: one atomic that only grows.
+#[derive(Debug, Default)]
+pub(crate) struct Count(AtomicU64);
+
+impl Count {
+    pub(crate) fn increment(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
+    }
+}
+
+/// Series made on first use under a key, and held here: they live as long as the holder.
+#[derive(Debug)]
+pub(crate) struct Keyed<K, T>(RwLock<Vec<(K, T)>>);
+
+impl<K, T> Default for Keyed<K, T> {
+    fn default() -> Self {
+        Self(RwLock::new(Vec::new()))
+    }
+}
+
+impl<K: PartialEq, T> Keyed<K, T> {
+    /// Runs `f` on the series of `key`, made by `make` the first time.
+    pub(crate) fn with(&self, key: K, make: impl FnOnce() -> T, f: impl Fn(&T)) {
+        let read = self.0.read().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, series)) = read.iter().find(|(k, _)| *k == key) {
+            return f(series);
+        }
+        drop(read);
+        let mut write = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, series)) = write.iter().find(|(k, _)| *k == key) {
+            return f(series);
+        }
+        let series = make();
+        f(&series);
+        write.push((key, series));
+    }
+}
+
 /// A [`Level`] raised by one while this lives.
 #[derive(Debug)]
 pub(crate) struct Raised<'a>(&'a Level);
@@ -124,6 +181,7 @@ type Families<T> = Mutex<Vec<Family<T>>>;
 
 static HISTOGRAMS: Families<Buckets> = Mutex::new(Vec::new());
 static GAUGES: Families<Level> = Mutex::new(Vec::new());
+static COUNTERS: Families<Count> = Mutex::new(Vec::new());
 
 /// The series of `name` with `labels` in `families`, registered with `new` on first use: a
 /// reloaded configuration gets the same series back, so its counts carry on.
@@ -165,19 +223,48 @@ pub(crate) fn gauge(name: &'static str, help: &'static str, labels: Labels) -> A
     find_or_add(&GAUGES, name, help, labels, Arc::default)
 }
 
-/// Every registered family in the Prometheus text format.
+/// The counter series of `name` with `labels`.
+pub(crate) fn counter(name: &'static str, help: &'static str, labels: Labels) -> Arc<Count> {
+    find_or_add(&COUNTERS, name, help, labels, Arc::default)
+}
+
+/// Drops the series of `families` nothing else holds any more, then the families left empty.
+fn prune<T>(families: &mut Vec<Family<T>>) {
+    for family in families.iter_mut() {
+        family.series.retain(|(_, series)| Arc::strong_count(series) > 1);
+    }
+    families.retain(|family| !family.series.is_empty());
+}
+
+/// Every registered family in the Prometheus text format, after dropping the series no
+/// longer held.
 pub(crate) fn render(out: &mut String) {
-    for family in HISTOGRAMS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    let mut histograms = HISTOGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+    prune(&mut histograms);
+    for family in histograms.iter() {
         header(out, family, "histogram");
         for (labels, buckets) in &family.series {
             render_histogram(out, family.name, labels, buckets);
         }
     }
-    for family in GAUGES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    drop(histograms);
+    let mut gauges = GAUGES.lock().unwrap_or_else(|e| e.into_inner());
+    prune(&mut gauges);
+    for family in gauges.iter() {
         header(out, family, "gauge");
         for (labels, level) in &family.series {
             let _ =
                 writeln!(out, "{}{} {}", family.name, braced(labels, ""), level.0.load(Relaxed));
+        }
+    }
+    drop(gauges);
+    let mut counters = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+    prune(&mut counters);
+    for family in counters.iter() {
+        header(out, family, "counter");
+        for (labels, count) in &family.series {
+            let _ =
+                writeln!(out, "{}{} {}", family.name, braced(labels, ""), count.0.load(Relaxed));
         }
     }
 }
@@ -291,5 +378,50 @@ mod tests {
         assert_eq!(rendered()[5], r#"test_level_labeled{upstream="a"} 0"#);
         drop(two);
         assert_eq!(rendered()[2], "test_level_plain 0");
+    }
+
+    #[test]
+    fn counters_render_and_a_series_no_longer_held_goes() {
+        let rendered = || {
+            let mut out = String::new();
+            render(&mut out);
+            out.lines().filter(|l| l.contains("test_count")).map(str::to_owned).collect::<Vec<_>>()
+        };
+        let kept = counter("test_count_total", "count help", vec![("route", "kept".into())]);
+        let gone = counter("test_count_total", "count help", vec![("route", "gone".into())]);
+        kept.increment(2);
+        gone.increment(1);
+        assert_eq!(
+            rendered(),
+            [
+                "# HELP test_count_total count help",
+                "# TYPE test_count_total counter",
+                r#"test_count_total{route="kept"} 2"#,
+                r#"test_count_total{route="gone"} 1"#,
+            ]
+        );
+        // A reload that keeps the route gets the same series back; one that removes it drops
+        // its holder, and the series goes.
+        let again = counter("test_count_total", "count help", vec![("route", "kept".into())]);
+        assert!(Arc::ptr_eq(&kept, &again));
+        drop(gone);
+        assert_eq!(rendered()[2..], [r#"test_count_total{route="kept"} 2"#]);
+        drop((kept, again));
+        assert!(rendered().is_empty(), "{:?}", rendered());
+    }
+
+    #[test]
+    fn keyed_series_are_made_once_each() {
+        let keyed: Keyed<u16, Arc<Count>> = Keyed::default();
+        let made = AtomicU64::new(0);
+        for status in [200, 200, 404, 200] {
+            let make = || {
+                made.fetch_add(1, Relaxed);
+                Arc::new(Count::default())
+            };
+            keyed.with(status, make, |count| count.increment(1));
+        }
+        assert_eq!(made.load(Relaxed), 2);
+        keyed.with(200, Arc::default, |count| assert_eq!(count.0.load(Relaxed), 3));
     }
 }
