@@ -128,7 +128,7 @@ impl Gateway {
             // SAFETY: setrlimit is async-signal-safe and touches no memory of this process.
             unsafe {
                 command.pre_exec(move || {
-                    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit.clone())
+                    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
                         .map_err(std::io::Error::from)
                 });
             }
