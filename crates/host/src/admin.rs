@@ -5,7 +5,7 @@
 //! and empty, the gateway refuses to start (an empty secret must not open the door).
 //!
 //! Its connections are HTTP/1.1, held to the main listener's first-byte, header and idle
-//! timeouts ([`crate::serve`]), and at most `server.admin_max_connections` are open at once;
+//! timeouts (the `serve` module), and at most `server.admin_max_connections` are open at once;
 //! more wait in the kernel's accept queue.
 
 use std::sync::Arc;
