@@ -7,13 +7,18 @@ use crate::cli::check_exact;
 use crate::support::{Gateway, counter, get, post, runtime_section, serve_http};
 
 fn config(origin: std::net::SocketAddr) -> String {
+    config_with(origin, r#"cpu = "50ms", deadline = "10s", subrequests = 3"#)
+}
+
+/// [`config`] with `limits` for the `component` worker.
+fn config_with(origin: std::net::SocketAddr, limits: &str) -> String {
     format!(
         r#"
         {runtime}
         [workers.component]
         module = "{component}"
         fetch = ["http://{origin}"]
-        limits = {{ cpu = "50ms", deadline = "10s", subrequests = 3 }}
+        limits = {{ {limits} }}
 
         [workers.waiting]
         module = "{component}"
@@ -130,21 +135,8 @@ fn a_component_compiles_ahead_of_time_and_serves_from_its_cwasm() {
 /// answer is an error, not a truncated 200.
 #[test]
 fn what_a_component_makes_the_host_hold_is_bounded_and_its_fault() {
-    let config = format!(
-        r#"
-        {runtime}
-        [workers.component]
-        module = "{component}"
-        limits = {{ memory = "8MiB", cpu = "2s", deadline = "20s", hostcalls = 1000000 }}
-
-        [[routes]]
-        prefix = "/"
-        worker = "component"
-        "#,
-        runtime = runtime_section(),
-        component = edgegate_guests::HTTP_COMPONENT,
-    );
-    let mut gw = Gateway::start(&config);
+    let limits = r#"memory = "8MiB", cpu = "2s", deadline = "20s", hostcalls = 1000000"#;
+    let mut gw = Gateway::start(&config_with(origin(), limits));
     let vm = |field: &str| -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid())).unwrap();
         let line = status.lines().find(|l| l.starts_with(field)).unwrap();

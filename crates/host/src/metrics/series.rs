@@ -239,32 +239,28 @@ fn prune<T>(families: &mut Vec<Family<T>>) {
 /// Every registered family in the Prometheus text format, after dropping the series no
 /// longer held.
 pub(crate) fn render(out: &mut String) {
-    let mut histograms = HISTOGRAMS.lock().unwrap_or_else(|e| e.into_inner());
-    prune(&mut histograms);
-    for family in histograms.iter() {
-        header(out, family, "histogram");
-        for (labels, buckets) in &family.series {
-            render_histogram(out, family.name, labels, buckets);
-        }
-    }
-    drop(histograms);
-    let mut gauges = GAUGES.lock().unwrap_or_else(|e| e.into_inner());
-    prune(&mut gauges);
-    for family in gauges.iter() {
-        header(out, family, "gauge");
-        for (labels, level) in &family.series {
-            let _ =
-                writeln!(out, "{}{} {}", family.name, braced(labels, ""), level.0.load(Relaxed));
-        }
-    }
-    drop(gauges);
-    let mut counters = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
-    prune(&mut counters);
-    for family in counters.iter() {
-        header(out, family, "counter");
-        for (labels, count) in &family.series {
-            let _ =
-                writeln!(out, "{}{} {}", family.name, braced(labels, ""), count.0.load(Relaxed));
+    render_families(out, &HISTOGRAMS, "histogram", render_histogram);
+    render_families(out, &GAUGES, "gauge", |out, name, labels, level| {
+        let _ = writeln!(out, "{name}{} {}", braced(labels, ""), level.0.load(Relaxed));
+    });
+    render_families(out, &COUNTERS, "counter", |out, name, labels, count| {
+        let _ = writeln!(out, "{name}{} {}", braced(labels, ""), count.0.load(Relaxed));
+    });
+}
+
+/// `families`, pruned, each with its header and then each series by `series`.
+fn render_families<T>(
+    out: &mut String,
+    families: &Families<T>,
+    kind: &str,
+    series: impl Fn(&mut String, &str, &Labels, &T),
+) {
+    let mut families = families.lock().unwrap_or_else(|e| e.into_inner());
+    prune(&mut families);
+    for family in families.iter() {
+        header(out, family, kind);
+        for (labels, value) in &family.series {
+            series(out, family.name, labels, value);
         }
     }
 }
