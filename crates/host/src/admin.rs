@@ -107,6 +107,7 @@ pub(crate) async fn serve(mut acceptor: Acceptor, listener: Listener) {
     loop {
         let Ok(place) = listener.connections.clone().acquire_owned().await else { return };
         let (stream, peer) = acceptor.accept().await;
+        let accepted = std::time::Instant::now();
         let listener = listener.clone();
         tokio::spawn(async move {
             let handler = {
@@ -124,7 +125,7 @@ pub(crate) async fn serve(mut acceptor: Acceptor, listener: Listener) {
                 }
             };
             let (timeouts, builder) = (listener.timeouts, &listener.builder);
-            crate::serve::serve(stream, peer, timeouts, builder, None, handler).await;
+            crate::serve::serve(stream, peer, accepted, timeouts, builder, None, handler).await;
             drop(place);
         });
     }

@@ -115,9 +115,15 @@ pub(crate) struct ConnState {
 
 impl ConnState {
     /// A connection accepted now.
+    #[cfg(test)]
     pub(crate) fn new() -> Arc<Self> {
+        Self::accepted(Instant::now())
+    }
+
+    /// A connection accepted at `accepted` (before its TLS handshake, on the TLS listener).
+    pub(crate) fn accepted(accepted: Instant) -> Arc<Self> {
         Arc::new(Self {
-            accepted: Instant::now(),
+            accepted,
             phase: AtomicU8::new(Phase::Silent as u8),
             header_block: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),

@@ -192,13 +192,14 @@ impl Accept {
                 accepted = acceptor.accept() => accepted,
                 _ = stop.changed() => break,
             };
+            let accepted = std::time::Instant::now();
             let _ = stream.set_nodelay(true);
             let drain = self.drain.clone();
             let accept = self.clone();
             tokio::spawn(async move {
                 if !tls {
                     let conn = ConnInfo { peer, tls: None };
-                    accept.serve(stream, conn, drain, &accept.builders.auto).await;
+                    accept.serve(stream, conn, accepted, drain, &accept.builders.auto).await;
                 } else if let Some(config) = accept.gateway.tls() {
                     let deadline = tokio::time::Instant::now() + accept.timeouts.handshake;
                     let handshaken =
@@ -210,7 +211,7 @@ impl Accept {
                             _ => &accept.builders.http1,
                         };
                         let conn = ConnInfo { peer, tls: Some(info) };
-                        accept.serve(stream, conn, drain, builder).await;
+                        accept.serve(stream, conn, accepted, drain, builder).await;
                     }
                 }
                 drop(permit);
@@ -224,6 +225,7 @@ impl Accept {
         &self,
         io: S,
         conn: ConnInfo,
+        accepted: std::time::Instant,
         drain: watch::Receiver<()>,
         builder: &auto::Builder<TokioExecutor>,
     ) where
@@ -244,7 +246,7 @@ impl Accept {
                 response
             }
         };
-        serve::serve(io, conn.peer, self.timeouts, builder, Some(drain), handler).await;
+        serve::serve(io, conn.peer, accepted, self.timeouts, builder, Some(drain), handler).await;
     }
 }
 

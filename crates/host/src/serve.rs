@@ -18,12 +18,13 @@ use tokio::sync::watch;
 
 use crate::connection::{Action, ConnState, InFlight, Timeouts, Tracked, Watchdog, Watched};
 
-/// Serves `io` with `builder`, answering each request with `handler`, until the connection
-/// ends. A value sent on `drain` shuts the connection down gracefully (see
-/// [`Watchdog::drain`]).
+/// Serves `io`, accepted at `accepted`, with `builder`, answering each request with
+/// `handler`, until the connection ends. A value sent on `drain` shuts the connection down
+/// gracefully (see [`Watchdog::drain`]).
 pub(crate) async fn serve<I, H, F, B>(
     io: I,
     peer: SocketAddr,
+    accepted: std::time::Instant,
     timeouts: Timeouts,
     builder: &auto::Builder<TokioExecutor>,
     mut drain: Option<watch::Receiver<()>>,
@@ -36,7 +37,7 @@ pub(crate) async fn serve<I, H, F, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let state = ConnState::new();
+    let state = ConnState::accepted(accepted);
     let mut watchdog = Watchdog::new(state.clone(), timeouts);
     let io = Watched::new(io, state.clone());
     let service = service_fn(move |request: Request<Incoming>| {
