@@ -312,6 +312,15 @@ mod capacity {
         settings: &CapacitySettings,
         cpus: &CpuPlan,
     ) -> Vec<Capacity> {
+        try_measure_in(work, servers, settings, cpus).into_iter().map(|c| c.unwrap()).collect()
+    }
+
+    fn try_measure_in(
+        work: &std::path::Path,
+        servers: &[&Server],
+        settings: &CapacitySettings,
+        cpus: &CpuPlan,
+    ) -> Vec<anyhow::Result<Capacity>> {
         for server in servers {
             server.pause();
         }
@@ -320,6 +329,30 @@ mod capacity {
         let reach = capacity::Reach::plain();
         capacity::measure(servers, workload, &reach, &templates, settings, cpus, work, &|_| ())
             .unwrap()
+    }
+
+    /// A server that has died is its own failure: the one measured beside it keeps its
+    /// figures.
+    #[test]
+    fn a_dead_server_fails_alone() {
+        let cpus = cpus();
+        let (alive, dead) = (fake(&cpus, &["--burn", "10us"]), fake(&cpus, &["--burn", "10us"]));
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &dead.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let measured = try_measure_in(
+            std::env::temp_dir().as_path(),
+            &[&alive, &dead],
+            &settings(2, 4),
+            &cpus,
+        );
+        let alive = measured[0].as_ref().expect("the live server is measured");
+        assert_eq!(alive.rounds.len(), 2);
+        assert!(alive.rounds.iter().all(|r| r.ok > 0), "{alive:?}");
+        let why = format!("{:#}", measured[1].as_ref().expect_err("the dead one fails"));
+        assert!(why.contains("round 1") && why.contains("refused"), "{why}");
     }
 
     #[test]
@@ -461,10 +494,10 @@ mod capacity {
             let r = super::runtime(&results, name);
             let capacity = r["capacity"].as_array().unwrap();
             let cpu = |transport: &str| {
-                let c = capacity
-                    .iter()
-                    .find(|c| c["transport"] == transport)
-                    .unwrap_or_else(|| panic!("{name}: no {transport} capacity: {capacity:?}"));
+                let c =
+                    capacity.iter().find(|c| c["transport"] == transport).unwrap_or_else(|| {
+                        panic!("{name}: no {transport} capacity: {capacity:?}; its result: {r}")
+                    });
                 let round = &c["rounds"][0];
                 assert!(round["ok"].as_u64().unwrap() > 100, "{name} {transport}: {round}");
                 let errors = &round["errors"];

@@ -238,13 +238,23 @@ impl<F: Fn(String)> Lab<'_, F> {
                     Ok(measured) => {
                         for (&&(index, _), capacity) in turns.iter().zip(measured) {
                             let r = &mut results[index];
-                            (self.say)(format!(
-                                "{} {what} capacity on {} connections: {}",
-                                r.runtime.name(),
-                                capacity.connections,
-                                describe_capacity(&capacity)
-                            ));
-                            r.capacity.push(capacity);
+                            let name = r.runtime.name();
+                            match capacity {
+                                Ok(capacity) => {
+                                    (self.say)(format!(
+                                        "{name} {what} capacity on {} connections: {}",
+                                        capacity.connections,
+                                        describe_capacity(&capacity)
+                                    ));
+                                    r.capacity.push(capacity);
+                                }
+                                // Marked failed, as a failed fixed-rate run is: the report
+                                // says why its figures are missing.
+                                Err(e) => {
+                                    (self.say)(format!("{name} {what} capacity: FAILED: {e:#}"));
+                                    r.failed = Some(format!("{what} capacity: {e:#}"));
+                                }
+                            }
                         }
                     }
                     Err(e) => (self.say)(format!("{what} capacity: FAILED: {e:#}")),

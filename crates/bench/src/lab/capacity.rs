@@ -112,9 +112,10 @@ impl Reach {
 
 /// Measures each of `servers` on `templates`: its ramp alone, then `settings.rounds` rounds
 /// taking turns (the order rotates each round). Each server is resumed for its turns and
-/// paused after them. `say` hears what is measured. With wrk, its script for the workload is
-/// left in `work` as `wrk-WORKLOAD.lua`, for loading a server by hand with the lab's requests
-/// (`bench/perf/profile` does).
+/// paused after them. `say` hears what is measured. A server whose ramp or round fails gets
+/// that error, and no further turn; the others are measured on. With wrk, its script for the
+/// workload is left in `work` as `wrk-WORKLOAD.lua`, for loading a server by hand with the
+/// lab's requests (`bench/perf/profile` does).
 #[allow(clippy::too_many_arguments)] // Each is one independent input of the measurement.
 pub fn measure(
     servers: &[&Server],
@@ -125,16 +126,18 @@ pub fn measure(
     cpus: &CpuPlan,
     work: &Path,
     say: &dyn Fn(String),
-) -> anyhow::Result<Vec<Capacity>> {
-    let mut out = Vec::with_capacity(servers.len());
-    for server in servers {
-        server.resume();
-        let ramp = ramp(server, reach, templates, settings, cpus);
-        server.pause();
-        let (connections, ramp) = ramp?;
-        let transport = reach.transport;
-        out.push(Capacity { workload, transport, connections, ramp, rounds: Vec::new() });
-    }
+) -> anyhow::Result<Vec<anyhow::Result<Capacity>>> {
+    let transport = reach.transport;
+    let mut out: Vec<anyhow::Result<Capacity>> = servers
+        .iter()
+        .map(|server| {
+            server.resume();
+            let ramp = ramp(server, reach, templates, settings, cpus);
+            server.pause();
+            let (connections, ramp) = ramp?;
+            Ok(Capacity { workload, transport, connections, ramp, rounds: Vec::new() })
+        })
+        .collect();
     // wrk cross-checks the plain loop only.
     let wrk = settings.wrk.as_ref().filter(|_| reach.transport == LabTransport::Plain);
     let script = match wrk {
@@ -149,7 +152,8 @@ pub fn measure(
     for round in 0..settings.rounds {
         for turn in 0..servers.len() {
             let k = (turn + round) % servers.len();
-            let (server, capacity) = (servers[k], &mut out[k]);
+            let server = servers[k];
+            let Ok(capacity) = &mut out[k] else { continue };
             say(format!(
                 "{} capacity, round {} of {} on {} connections",
                 workload.name(),
@@ -175,7 +179,10 @@ pub fn measure(
                         Ok(r)
                     });
             server.pause();
-            capacity.rounds.push(measured?);
+            match measured {
+                Ok(r) => capacity.rounds.push(r),
+                Err(e) => out[k] = Err(e.context(format!("round {}", round + 1))),
+            }
         }
     }
     Ok(out)
