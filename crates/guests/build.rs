@@ -190,7 +190,9 @@ fn assert_target_installed() {
 }
 
 /// Whether this toolchain's sysroot has `target`'s standard library (assumed so when the
-/// sysroot cannot be found).
+/// sysroot cannot be found). The answer is watched: the script runs again when the target is
+/// added later (cargo reruns a script whose watched path does not exist yet), so an earlier
+/// build without it is not kept.
 fn target_installed(target: &str) -> bool {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let sysroot = Command::new(rustc)
@@ -199,5 +201,9 @@ fn target_installed(target: &str) -> bool {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    sysroot.is_none_or(|sysroot| sysroot.join("lib/rustlib").join(target).exists())
+    sysroot.is_none_or(|sysroot| {
+        let lib = sysroot.join("lib/rustlib").join(target);
+        println!("cargo:rerun-if-changed={}", lib.display());
+        lib.exists()
+    })
 }
