@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::{Gateway, get, read_reply, spinning_hostile};
 
@@ -231,6 +231,15 @@ fn out_of_file_descriptors_the_accept_loops_back_off() {
     // Silent connections until the process has no descriptor left; the rest wait in the
     // kernel's queues, the admin one's included.
     let held: Vec<TcpStream> = (0..150).map(|_| connect(gw.addr, b"")).collect();
+    // The admin's connections come once the HTTP listener has taken every descriptor, or a
+    // slow server would accept them first.
+    let fds = format!("/proc/{}/fd", gw.pid());
+    let open = || std::fs::read_dir(&fds).map_or(0, Iterator::count);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open() < 96 {
+        assert!(Instant::now() < deadline, "{} descriptors open, of 96", open());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let queued: Vec<TcpStream> = (0..3).map(|_| connect(gw.admin, b"")).collect();
     std::thread::sleep(Duration::from_secs(3));
     drop((held, queued));
