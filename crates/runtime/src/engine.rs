@@ -72,21 +72,21 @@ impl Default for RuntimeConfig {
 const KEEP_RESIDENT: usize = 64 << 10;
 
 pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
-    use crate::component::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES};
+    let component = crate::meter::COMPONENT;
     // Every slot can hold a request of either ABI: a module (one instance, memory and table)
-    // or a component (up to the caps of crate::component). Memories and tables are address
+    // or a component (up to crate::meter::COMPONENT). Memories and tables are address
     // space until a request touches them.
     let slots = config.max_instances;
     let times = |n: usize| slots.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_core_instances(times(MAX_INSTANCES))
+    pool.total_core_instances(times(component.instances))
         .total_component_instances(slots)
-        .total_memories(times(MAX_MEMORIES))
-        .total_tables(times(MAX_TABLES))
+        .total_memories(times(component.memories))
+        .total_tables(times(component.tables))
         .total_stacks(slots)
-        .max_core_instances_per_component(MAX_INSTANCES as u32)
-        .max_memories_per_component(MAX_MEMORIES as u32)
-        .max_tables_per_component(MAX_TABLES as u32)
+        .max_core_instances_per_component(component.instances as u32)
+        .max_memories_per_component(component.memories as u32)
+        .max_tables_per_component(component.tables as u32)
         .max_memories_per_module(1)
         .max_tables_per_module(1)
         .max_memory_size(usize::try_from(config.max_memory).unwrap_or(usize::MAX))

@@ -66,7 +66,7 @@ pub enum LoadError {
     /// A component imports an interface outside the `wasi:http/proxy` world edgegate links.
     #[error(
         "imports `{0}`, which this gateway does not provide to components (it links: {all})",
-        all = crate::component::PROVIDED.join(", ")
+        all = crate::component::provided::PROVIDED.join(", ")
     )]
     UnknownComponentImport(String),
     /// A component would allocate more than one instance slot holds.

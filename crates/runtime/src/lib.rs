@@ -42,12 +42,14 @@ mod engine;
 mod error;
 mod escape;
 pub mod fetch;
+mod guest;
 mod hostcalls;
 mod image;
 pub mod keys;
 mod limits;
 mod meter;
 mod module_cache;
+mod outcome;
 mod request;
 mod worker;
 
@@ -63,11 +65,11 @@ pub use component::provides as component_provides;
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};
+pub use guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, Usage};
 pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache, Pruned, Pruning};
-pub use request::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, Usage};
 pub use worker::{ModuleInfo, Worker, WorkerSpec};
 
 use compiled::Compiled;

@@ -1,15 +1,34 @@
 //! What stops a running guest, module or component alike: its CPU budget and its deadline,
-//! checked at every epoch tick, its memory limit when it grows, its host call budget, and the
-//! record of why the runtime stopped it, so that the trap that follows is told apart from the
-//! guest's own.
+//! checked at every epoch tick, its memory limit when it grows (the [`Meter`] is both ABIs'
+//! one [`ResourceLimiter`]), its host call budget, and the record of why the runtime stopped
+//! it, so that the trap that follows is told apart from the guest's own.
 
 use std::time::{Duration, Instant};
 
-use wasmtime::{Trap, UpdateDeadline};
+use wasmtime::{ResourceLimiter, Trap, UpdateDeadline};
 
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
-use crate::request::WorkerShared;
+use crate::limits::Limits;
+
+/// How many core instances, tables and memories one store may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub(crate) instances: usize,
+    pub(crate) tables: usize,
+    pub(crate) memories: usize,
+}
+
+/// A core module's: one of each.
+pub(crate) const MODULE: Shape = Shape { instances: 1, tables: 1, memories: 1 };
+
+/// A component's. A Rust component built by `wit-component` has 3 instances (the module, a
+/// shim and its fixups) and 2 tables; with a preview1 adapter, 4 instances. The instance
+/// pool is sized for these.
+pub(crate) const COMPONENT: Shape = Shape { instances: 8, tables: 4, memories: 2 };
+
+/// A guest may grow a table this far (Rust modules start with a few hundred).
+const MAX_TABLE_ELEMENTS: usize = 10_000;
 
 /// Why the runtime stopped a guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +58,34 @@ pub(crate) struct Meter {
     /// Calls into the host so far.
     hostcalls: u32,
     deadline: Instant,
+    /// The store's shape.
+    shape: Shape,
+    /// The worker's memory limit: linear memories and what the host holds together.
+    memory_limit: u64,
+    /// Bytes of linear memory, all memories together: the peak, as Wasm memory only grows.
+    memory: u64,
+    /// Bytes the host holds for the guest (a component's resources), last counted.
+    pub(crate) held: u64,
 }
 
 impl Meter {
-    pub(crate) fn new(deadline: Instant) -> Self {
-        Self { stop: None, memory_refused: false, ticks_seen: 0, hostcalls: 0, deadline }
+    pub(crate) fn new(deadline: Instant, shape: Shape, memory_limit: u64) -> Self {
+        Self {
+            stop: None,
+            memory_refused: false,
+            ticks_seen: 0,
+            hostcalls: 0,
+            deadline,
+            shape,
+            memory_limit,
+            memory: 0,
+            held: 0,
+        }
+    }
+
+    /// Bytes of linear memory, all memories together: the most there has been.
+    pub(crate) fn memory(&self) -> u64 {
+        self.memory
     }
 
     /// When the request's deadline passes.
@@ -54,7 +96,12 @@ impl Meter {
     /// At an epoch tick while the guest runs: interrupt it past its deadline or its CPU
     /// budget (`offloaded`: CPU its host work spent on other threads), else let other tasks
     /// run and check again next tick.
-    pub(crate) fn tick(&mut self, worker: &WorkerShared, offloaded: Duration) -> UpdateDeadline {
+    pub(crate) fn tick(
+        &mut self,
+        limits: &Limits,
+        cpu_ticks: u32,
+        offloaded: Duration,
+    ) -> UpdateDeadline {
         if Instant::now() >= self.deadline {
             self.stop = Some(Stop::Deadline);
             return UpdateDeadline::Interrupt;
@@ -64,21 +111,13 @@ impl Meter {
         // guest that did not do the work. A guest really over its budget has also been seen
         // running at about budget / tick ticks; a stall is seen at one.
         self.ticks_seen += 1;
-        if self.ticks_seen >= worker.cpu_ticks
-            && cpu::used().is_some_and(|used| used + offloaded > worker.limits.cpu)
+        if self.ticks_seen >= cpu_ticks
+            && cpu::used().is_some_and(|used| used + offloaded > limits.cpu)
         {
             self.stop = Some(Stop::Cpu);
             return UpdateDeadline::Interrupt;
         }
         UpdateDeadline::Yield(1)
-    }
-
-    /// Whether growing memory to `desired` bytes in all stays within `limit`; a refusal is
-    /// remembered, so the trap that follows is `out_of_memory`.
-    pub(crate) fn grow(&mut self, desired: u64, limit: u64) -> bool {
-        let allowed = desired <= limit;
-        self.memory_refused |= !allowed;
-        allowed
     }
 
     /// Counts one call into the host; past `budget`, records the stop and returns the trap
@@ -114,5 +153,45 @@ impl Meter {
             },
         };
         ExecError::new(kind, detail)
+    }
+}
+
+impl ResourceLimiter for Meter {
+    /// The worker's limit bounds all of the instance's memories together, and what the host
+    /// holds for it; a refusal is remembered, so the trap that follows is `out_of_memory`.
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let total = self.memory - current as u64 + desired as u64;
+        let allowed = total + self.held <= self.memory_limit;
+        self.memory_refused |= !allowed;
+        if allowed {
+            self.memory = total;
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        self.shape.instances
+    }
+
+    fn tables(&self) -> usize {
+        self.shape.tables
+    }
+
+    fn memories(&self) -> usize {
+        self.shape.memories
     }
 }

@@ -10,164 +10,21 @@
 //!                         decode the outcome from guest memory ─▶ drop the Store (slot freed)
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use edgegate_abi::outcome::{EditOp, ErrorCode, Outcome as AbiOutcome};
-use edgegate_abi::request::{Headers, RequestParts};
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use tracing::Instrument;
 use tracing::field::Empty;
-use wasmtime::{Memory, ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
+use wasmtime::{Memory, Store, StoreContextMut, UpdateDeadline};
 
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
-use crate::fetch::{FetchError, Fetcher};
-use crate::keys::Keys;
+use crate::fetch::FetchError;
+use crate::guest::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 use crate::limits::Limits;
 use crate::meter::Meter;
-
-/// A request's id, unique within a gateway process: 16 hex digits in logs and error bodies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RequestId(pub u64);
-
-impl std::fmt::Display for RequestId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:016x}", self.0)
-    }
-}
-
-/// What one request's guest cost, measured whether it answered or failed (what was not
-/// reached stays zero: a request refused for capacity never instantiated).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Wall time to instantiate the module: a pool slot, copy-on-write memory, the start.
-    pub instantiate: Duration,
-    /// Wall time of the guest's call, waits for async host calls included.
-    pub guest: Duration,
-    /// CPU time of the guest's call on its thread: what the CPU budget counts (the waits are
-    /// not in it).
-    pub cpu: Duration,
-    /// The guest's linear memory at the end, in bytes: its peak, since Wasm memory only grows.
-    pub memory_peak: u64,
-}
-
-/// A request as the runtime hands it to a guest: the head and the complete body.
-#[derive(Debug, Clone, Default)]
-pub struct GuestRequest {
-    /// The method.
-    pub method: http::Method,
-    /// The URI: its path and query become the guest's target; its authority, if any, the
-    /// guest's host.
-    pub uri: http::Uri,
-    /// The headers.
-    pub headers: HeaderMap,
-    /// The whole body, already read within the worker's limit.
-    pub body: Bytes,
-    /// Whether the client connected over TLS.
-    pub tls: bool,
-}
-
-/// The ABI's view of a [`HeaderMap`].
-#[derive(Clone, Copy)]
-pub(crate) struct HeaderMapHeaders<'a>(&'a HeaderMap);
-
-impl Headers for HeaderMapHeaders<'_> {
-    fn visit<F: FnMut(&[u8], &[u8])>(&self, mut f: F) {
-        for (name, value) in self.0 {
-            f(name.as_str().as_bytes(), value.as_bytes());
-        }
-    }
-}
-
-impl GuestRequest {
-    fn authority(&self) -> &str {
-        match self.uri.authority() {
-            Some(authority) => authority.as_str(),
-            None => {
-                self.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("")
-            }
-        }
-    }
-
-    /// The parts the ABI encodes, without the body (held by the host as blob 0).
-    pub(crate) fn head(&self) -> RequestParts<'_, HeaderMapHeaders<'_>> {
-        RequestParts { body: &[], body_held: true, ..self.parts() }
-    }
-
-    /// The parts the ABI encodes.
-    pub(crate) fn parts(&self) -> RequestParts<'_, HeaderMapHeaders<'_>> {
-        RequestParts {
-            method: self.method.as_str(),
-            target: self.uri.path_and_query().map_or("/", |pq| pq.as_str()),
-            authority: self.authority(),
-            headers: HeaderMapHeaders(&self.headers),
-            body: &self.body,
-            tls: self.tls,
-            body_held: false,
-        }
-    }
-}
-
-/// What a guest decided, once decoded and checked.
-#[derive(Debug)]
-pub enum GuestOutcome {
-    /// A complete response to send.
-    Response(http::Response<Bytes>),
-    /// Proxy the request to an upstream.
-    Forward(Forward),
-}
-
-/// A decoded forward directive, with the request it is for (handed back from the store, not
-/// copied).
-#[derive(Debug, Clone)]
-pub struct Forward {
-    /// The upstream's configured name.
-    pub upstream: String,
-    /// Header edits to apply to the request before proxying, in order.
-    pub edits: Vec<HeaderEdit>,
-    /// The request the guest saw, to proxy.
-    pub request: GuestRequest,
-}
-
-/// One header edit of a [`Forward`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderEdit {
-    /// Replace all values.
-    Set(HeaderName, HeaderValue),
-    /// Add a value.
-    Append(HeaderName, HeaderValue),
-    /// Remove the header.
-    Remove(HeaderName),
-}
-
-/// What the store remembers about the worker, shared by all its requests.
-#[derive(Debug)]
-pub(crate) struct WorkerShared {
-    pub(crate) name: String,
-    pub(crate) limits: Limits,
-    pub(crate) config: BTreeMap<String, String>,
-    /// `config`, encoded once for `config_all`.
-    pub(crate) config_block: Vec<u8>,
-    pub(crate) keys: Option<Keys>,
-    /// The KV namespaces the worker is granted.
-    pub(crate) kv: Vec<edgegate_kv::Namespace>,
-    /// How it makes outbound requests; `None`: it may make none.
-    pub(crate) fetcher: Option<Arc<dyn Fetcher>>,
-    /// What its image work may use; `None`: it may do none.
-    pub(crate) image: Option<Arc<crate::image::ImageShared>>,
-    pub(crate) wall_clock: fn() -> std::time::SystemTime,
-    /// The epoch ticks a guest must have been seen running at before its CPU budget can stop
-    /// it: the budget in ticks, at least 1.
-    pub(crate) cpu_ticks: u32,
-    /// The epoch tick: how much of a poll is charged by the wall clock before the CPU clock
-    /// is read (see [`cpu`]).
-    pub(crate) epoch_tick: Duration,
-    /// What every request tells the runtime's epoch ticker.
-    pub(crate) activity: Arc<crate::engine::Activity>,
-}
+use crate::outcome;
 
 /// The per-request state a [`Store`] carries.
 pub(crate) struct RequestState {
@@ -287,45 +144,10 @@ impl Drop for Fetches {
     }
 }
 
-impl ResourceLimiter for RequestState {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(self.meter.grow(desired as u64, self.worker.limits.memory))
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
-    }
-
-    fn instances(&self) -> usize {
-        1
-    }
-
-    fn tables(&self) -> usize {
-        1
-    }
-
-    fn memories(&self) -> usize {
-        1
-    }
-}
-
-/// A guest may grow its function table this far (Rust modules start with a few hundred).
-const MAX_TABLE_ELEMENTS: usize = 10_000;
-
 /// Runs at every epoch tick while the guest executes.
 fn on_epoch(mut store: StoreContextMut<'_, RequestState>) -> wasmtime::Result<UpdateDeadline> {
     let state = store.data_mut();
-    Ok(state.meter.tick(&state.worker, state.offloaded_cpu))
+    Ok(state.meter.tick(&state.worker.limits, state.worker.cpu_ticks, state.offloaded_cpu))
 }
 
 /// Everything a request needs from its worker.
@@ -401,11 +223,11 @@ fn new_store(
         fetches: Fetches::default(),
         blobs: Vec::new(),
         offloaded_cpu: Duration::ZERO,
-        meter: Meter::new(deadline),
+        meter: Meter::new(deadline, crate::meter::MODULE, shared.limits.memory),
         usage: Usage::default(),
     };
     let mut store = Store::new(pre.module().engine(), state);
-    store.limiter(|state| state);
+    store.limiter(|state| &mut state.meter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(on_epoch);
     store
@@ -463,26 +285,7 @@ async fn call_guest(
     result
 }
 
-/// Headers a worker may not set, on a response or a forwarded request: they describe the
-/// connection or the message framing, which the gateway owns. A worker that sets one gets
-/// `invalid_response`, not a quiet fix. `content-length` is the exception on a response: one
-/// that equals the body's length is what the gateway would send anyway, so it is accepted
-/// (and the gateway's own is sent).
-const CONNECTION_HEADERS: [HeaderName; 8] = [
-    http::header::CONNECTION,
-    http::header::CONTENT_LENGTH,
-    http::header::TRANSFER_ENCODING,
-    http::header::TE,
-    http::header::TRAILER,
-    http::header::UPGRADE,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-];
-
-/// The statuses a worker may answer with. 1xx are interim responses (and 101 would switch
-/// protocols without an upgrade), not answers; above 599 is not HTTP.
-const WORKER_STATUSES: std::ops::RangeInclusive<u16> = 200..=599;
-
+/// The guest's outcome at `packed` (pointer and length) in its memory, decoded.
 fn decode(
     store: &Store<RequestState>,
     packed: u64,
@@ -498,107 +301,5 @@ fn decode(
         .ok_or_else(|| {
             abi(format!("outcome [{ptr}, +{len}) is outside memory ({} bytes)", data.len()))
         })?;
-    match AbiOutcome::parse(bytes).map_err(|e| abi(format!("malformed outcome: {e}")))? {
-        AbiOutcome::Response { status, headers, body } => {
-            response(status, headers, limits, body.len(), || Bytes::copy_from_slice(body))
-        }
-        AbiOutcome::BlobResponse { status, headers, blob } => {
-            let body = store.data().blob(blob).cloned().ok_or_else(|| {
-                abi(format!("the response's body is blob {blob}, which does not exist"))
-            })?;
-            response(status, headers, limits, body.len(), || body)
-        }
-        AbiOutcome::Forward { upstream, edits } => {
-            let edits = edits
-                .iter()
-                .map(|(op, name, value)| {
-                    let name = header_name(name)?;
-                    let edit = match op {
-                        EditOp::Remove => return Ok(HeaderEdit::Remove(name)),
-                        EditOp::Set => HeaderEdit::Set,
-                        EditOp::Append => HeaderEdit::Append,
-                    };
-                    connection_header(&name)?;
-                    let value = header_value(&name, value)?;
-                    Ok(edit(name, value))
-                })
-                .collect::<Result<_, ExecError>>()?;
-            Ok(GuestOutcome::Forward(Forward {
-                upstream: upstream.to_owned(),
-                edits,
-                request: GuestRequest::default(),
-            }))
-        }
-        AbiOutcome::Error { code, message } => {
-            let kind = match code {
-                ErrorCode::Unavailable => ExecErrorKind::WorkerUnavailable,
-                ErrorCode::Internal | ErrorCode::BadRequestBuffer => ExecErrorKind::WorkerFailed,
-            };
-            Err(ExecError::new(kind, format!("{code:?}: {message}")))
-        }
-    }
-}
-
-/// A checked response: status, headers, and a body of `len` bytes made by `body` once the
-/// rest is known to be good. A component's answer is checked by the same rules.
-pub(crate) fn response<'h>(
-    status: u16,
-    headers: impl IntoIterator<Item = (&'h [u8], &'h [u8])>,
-    limits: &Limits,
-    len: usize,
-    body: impl FnOnce() -> Bytes,
-) -> Result<GuestOutcome, ExecError> {
-    if len as u64 > limits.response_body {
-        return Err(ExecError::new(
-            ExecErrorKind::ResponseTooLarge,
-            format!("{len} bytes, limit {}", limits.response_body),
-        ));
-    }
-    if !WORKER_STATUSES.contains(&status) {
-        return Err(invalid(format!("status {status}: a worker answers 200 to 599")));
-    }
-    let status = StatusCode::from_u16(status).map_err(|e| invalid(e.to_string()))?;
-    let headers = headers.into_iter();
-    let mut map = HeaderMap::with_capacity(headers.size_hint().0);
-    for (name, value) in headers {
-        let name = header_name(name)?;
-        let value = header_value(&name, value)?;
-        if name == http::header::CONTENT_LENGTH {
-            if value.as_bytes() != len.to_string().as_bytes() {
-                return Err(invalid(format!(
-                    "content-length {:?} for a body of {len} bytes",
-                    String::from_utf8_lossy(value.as_bytes()),
-                )));
-            }
-            continue;
-        }
-        connection_header(&name)?;
-        map.append(name, value);
-    }
-    let mut response = http::Response::new(body());
-    *response.status_mut() = status;
-    *response.headers_mut() = map;
-    Ok(GuestOutcome::Response(response))
-}
-
-fn invalid(detail: String) -> ExecError {
-    ExecError::new(ExecErrorKind::InvalidResponse, detail)
-}
-
-fn header_name(name: &[u8]) -> Result<HeaderName, ExecError> {
-    HeaderName::from_bytes(name)
-        .map_err(|_| invalid(format!("bad header name {:?}", String::from_utf8_lossy(name))))
-}
-
-/// Refuses a connection or framing header (see [`CONNECTION_HEADERS`]).
-fn connection_header(name: &HeaderName) -> Result<(), ExecError> {
-    if CONNECTION_HEADERS.contains(name) {
-        return Err(invalid(format!("header {name} is the gateway's to set")));
-    }
-    Ok(())
-}
-
-/// A value with no CR, LF, NUL or other control character but tab (`HeaderValue`'s rule).
-fn header_value(name: &HeaderName, value: &[u8]) -> Result<HeaderValue, ExecError> {
-    HeaderValue::from_bytes(value).map_err(|_| invalid(format!("bad value for header {name}")))
+    outcome::decode(bytes, |blob| store.data().blob(blob).cloned(), limits)
 }

@@ -15,12 +15,11 @@ use crate::compiled::{Abi, Compiled};
 use crate::component::ComponentState;
 use crate::error::{ExecError, LoadError};
 use crate::fetch::Fetcher;
+use crate::guest::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 use crate::keys::Keys;
 use crate::limits::Limits;
 use crate::module_cache::CacheOutcome;
-use crate::request::{
-    self, GuestOutcome, GuestRequest, RequestId, RequestState, Target, Usage, WorkerShared,
-};
+use crate::request::{self, RequestState, Target};
 
 /// What to load: a module and the limits and configuration it runs with.
 #[derive(Debug, Clone)]

@@ -28,6 +28,7 @@
 
 mod held;
 mod outbound;
+pub(crate) mod provided;
 mod state;
 
 use std::sync::Arc;
@@ -46,47 +47,17 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 
-pub(crate) use state::{ComponentState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES};
+pub use provided::provides;
+pub(crate) use state::ComponentState;
 
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind, LoadError};
 use crate::escape::escape_control;
+use crate::guest::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 use crate::limits::Limits;
 use crate::meter::Refused;
-use crate::request::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 
-/// The interfaces a component may import, without their versions (any `0.2.x`).
-pub(crate) const PROVIDED: &[&str] = &[
-    "wasi:http/types",
-    "wasi:http/outgoing-handler",
-    "wasi:io/error",
-    "wasi:io/poll",
-    "wasi:io/streams",
-    "wasi:clocks/monotonic-clock",
-    "wasi:clocks/wall-clock",
-    "wasi:random/random",
-    "wasi:random/insecure",
-    "wasi:random/insecure-seed",
-    "wasi:cli/stdin",
-    "wasi:cli/stdout",
-    "wasi:cli/stderr",
-    "wasi:cli/environment",
-    "wasi:cli/exit",
-    "wasi:cli/terminal-input",
-    "wasi:cli/terminal-output",
-    "wasi:cli/terminal-stdin",
-    "wasi:cli/terminal-stdout",
-    "wasi:cli/terminal-stderr",
-];
-
-/// Whether a component may import `name` (`wasi:http/types@0.2.12`, say): an interface
-/// edgegate links for components (docs/components.md), at any version.
-pub fn provides(name: &str) -> bool {
-    let interface = name.split_once('@').map_or(name, |(interface, _)| interface);
-    PROVIDED.contains(&interface)
-}
-
-/// The host side of everything in [`PROVIDED`].
+/// The host side of everything in [`provided::PROVIDED`].
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<ComponentState>> {
     use wasmtime_wasi::p2::bindings::{cli, random};
     type T = ComponentState;
@@ -151,9 +122,10 @@ impl Needs {
         let over = |what: &'static str, needed: usize, cap: usize| {
             (needed > cap).then_some(LoadError::ComponentTooLarge { what, needed, cap })
         };
-        if let Some(error) = over("core instances", self.instances, state::MAX_INSTANCES)
-            .or_else(|| over("linear memories", self.memories, state::MAX_MEMORIES))
-            .or_else(|| over("tables", self.tables, state::MAX_TABLES))
+        let cap = crate::meter::COMPONENT;
+        if let Some(error) = over("core instances", self.instances, cap.instances)
+            .or_else(|| over("linear memories", self.memories, cap.memories))
+            .or_else(|| over("tables", self.tables, cap.tables))
         {
             return Err(error);
         }
@@ -225,7 +197,7 @@ pub(crate) async fn run(
         let unfinished = store.data_mut().abort_unfinished_bodies();
         let state = store.data();
         log_output(state);
-        let usage = Usage { memory_peak: state.memory_peak(), ..state.usage };
+        let usage = Usage { memory_peak: state.meter.memory(), ..state.usage };
         let result = result.map_err(|error| state.meter.classify(error)).and_then(|()| {
             if unfinished == 0 {
                 return Ok(());
@@ -305,11 +277,11 @@ fn new_store(
 ) -> Store<ComponentState> {
     let state = ComponentState::new(shared.clone(), request_id, deadline);
     let mut store = Store::new(pre.engine(), state);
-    store.limiter(|state| state);
+    store.limiter(|state| &mut state.meter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut store| {
         let state = store.data_mut();
-        Ok(state.meter.tick(&state.worker, Duration::ZERO))
+        Ok(state.meter.tick(&state.worker.limits, state.worker.cpu_ticks, Duration::ZERO))
     });
     store.call_hook(|mut store, hook| match hook {
         CallHook::CallingHost => store.data_mut().charge_hostcall(),
@@ -396,7 +368,7 @@ async fn buffer(
     };
     let headers = parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
     let len = body.len();
-    crate::request::response(parts.status.as_u16(), headers, limits, len, || body)
+    crate::outcome::response(parts.status.as_u16(), headers, limits, len, || body)
 }
 
 /// The guest's stdout and stderr, a log line per line, escaped (a guest cannot forge a log

@@ -1,6 +1,6 @@
 //! What a component's [`Store`](wasmtime::Store) carries for one request: the WASI and
 //! wasi-http contexts and their resource table, the outbound hooks, the guest's captured
-//! stdout and stderr, the same [`Meter`] a module's request has, and the count of what it
+//! stdout and stderr, the same [`Meter`] a module's request has (its limiter too), and the count of what it
 //! holds in host memory ([`Held`]).
 //!
 //! After every host call the request's limits are checked again ([`ComponentState::returned`]):
@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -21,22 +20,12 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::held::{Held, MAX_FIELDS_SIZE, MAX_RANDOM, MAX_RESOURCES};
 use super::outbound::Outbound;
 use crate::cpu;
+use crate::guest::{RequestId, Usage, WorkerShared};
 use crate::meter::{Meter, Stop};
-use crate::request::{RequestId, Usage, WorkerShared};
 
 /// How much of its stdout and of its stderr a request may write; past it, the stream is
 /// closed to the guest (a write fails; nothing traps).
 const MAX_OUTPUT: usize = 16 << 10;
-
-/// The core instances, tables and memories one component instance may have. A Rust
-/// component built by `wit-component` has 3 instances (the module, a shim and its fixups) and
-/// 2 tables; with a preview1 adapter, 4 instances.
-pub(crate) const MAX_INSTANCES: usize = 8;
-pub(crate) const MAX_TABLES: usize = 4;
-pub(crate) const MAX_MEMORIES: usize = 2;
-
-/// A guest may grow a table this far (Rust modules start with a few hundred).
-const MAX_TABLE_ELEMENTS: usize = 10_000;
 
 /// One request's store data.
 pub(crate) struct ComponentState {
@@ -50,8 +39,6 @@ pub(crate) struct ComponentState {
     pub(crate) stderr: MemoryOutputPipe,
     pub(crate) meter: Meter,
     pub(crate) usage: Usage,
-    /// Bytes of linear memory, all memories together, and the most there has been.
-    memory: u64,
     /// What the resource table holds in host memory.
     held: Held,
 }
@@ -83,9 +70,8 @@ impl ComponentState {
             outbound,
             stdout,
             stderr,
-            meter: Meter::new(deadline),
+            meter: Meter::new(deadline, crate::meter::COMPONENT, worker.limits.memory),
             usage: Usage::default(),
-            memory: 0,
             held: Held::default(),
             worker,
         }
@@ -121,13 +107,16 @@ impl ComponentState {
             self.meter.stop = Some(stop);
             return Err(wasmtime::format_err!("stopped after a host call: {stop:?}"));
         }
-        let room = self.worker.limits.memory.saturating_sub(self.memory);
-        if let Err(held) = self.held.check(&mut self.table, room) {
+        let memory = self.meter.memory();
+        let room = self.worker.limits.memory.saturating_sub(memory);
+        let checked = self.held.check(&mut self.table, room);
+        self.meter.held = self.held.counted();
+        if let Err(held) = checked {
             self.meter.memory_refused = true;
             return Err(wasmtime::format_err!(
                 "the component holds {held} bytes in the host, with {} of linear memory: \
                  over its memory limit of {} bytes",
-                self.memory,
+                memory,
                 self.worker.limits.memory
             ));
         }
@@ -138,11 +127,6 @@ impl ComponentState {
     /// returns the trap to raise.
     pub(crate) fn charge_hostcall(&mut self) -> wasmtime::Result<()> {
         self.meter.hostcall(self.worker.limits.hostcalls)
-    }
-
-    /// The most linear memory the instance has had, all memories together.
-    pub(crate) fn memory_peak(&self) -> u64 {
-        self.memory
     }
 }
 
@@ -155,45 +139,6 @@ impl WasiView for ComponentState {
 impl WasiHttpView for ComponentState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.outbound }
-    }
-}
-
-impl ResourceLimiter for ComponentState {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        // The worker's limit bounds all of the instance's memories together, and what the
-        // instance holds in host memory.
-        let total = self.memory - current as u64 + desired as u64;
-        let allowed = self.meter.grow(total + self.held.counted(), self.worker.limits.memory);
-        if allowed {
-            self.memory = total;
-        }
-        Ok(allowed)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
-    }
-
-    fn instances(&self) -> usize {
-        MAX_INSTANCES
-    }
-
-    fn tables(&self) -> usize {
-        MAX_TABLES
-    }
-
-    fn memories(&self) -> usize {
-        MAX_MEMORIES
     }
 }
 
