@@ -180,7 +180,7 @@ impl BenchCommand {
 fn lab_certificate(work: &Path) -> anyhow::Result<LabTls> {
     let dir = work.join("tls");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let authority = edgegate_host::demo_tls::Authority::new("edgegate lab CA")?;
+    let authority = edgegate_host::demo::tls::Authority::new("edgegate lab CA")?;
     let (cert, key) = authority.issue(&["localhost", "127.0.0.1"])?.write(&dir, "localhost")?;
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, authority.pem())?;

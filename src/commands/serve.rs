@@ -63,14 +63,14 @@ impl ServeCommand {
             let shutdown =
                 edgegate_host::shutdown_signal().context("installing signal handlers")?;
             // Before the gateway: its routes, workers and upstreams register their metrics.
-            edgegate_host::metrics::install()?;
+            edgegate_host::observe::metrics::install()?;
             crate::trim::start().context("starting the memory trim thread")?;
             let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN).await?;
             let server = Server::bind(gateway, listen, admin, self.tls_listen)
                 .await
                 .with_context(|| format!("binding {listen} and {admin}"))?;
             let _watch = if self.watch {
-                Some(edgegate_host::watch::watch(server.gateway().clone())?)
+                Some(edgegate_host::server::watch::watch(server.gateway().clone())?)
             } else {
                 None
             };
@@ -122,7 +122,7 @@ fn demo_tls() -> anyhow::Result<DemoTls> {
         .and_then(|modules| Some(modules.parent()?.join("demo-tls")))
         .context("no cache directory: set HOME or XDG_CACHE_HOME")?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let authority = edgegate_host::demo_tls::Authority::new("edgegate demo CA")?;
+    let authority = edgegate_host::demo::tls::Authority::new("edgegate demo CA")?;
     let issued = authority.issue(&["localhost", "127.0.0.1", "::1"])?;
     let (cert, key) = issued
         .write(&dir, "localhost")

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use edgegate_host::demo_tls::Authority;
+use edgegate_host::demo::tls::Authority;
 
 use crate::support::{Gateway, get, http, raw, read_one, runtime_section};
 

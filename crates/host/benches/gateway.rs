@@ -178,7 +178,7 @@ fn bench(c: &mut Criterion) {
     }
     {
         let _runtime = rt.enter();
-        edgegate_host::metrics::install().unwrap();
+        edgegate_host::observe::metrics::install().unwrap();
     }
     group.bench_function("metrics/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
     group.bench_function("metrics/kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));

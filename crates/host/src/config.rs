@@ -23,8 +23,10 @@ mod kv;
 mod route;
 mod runtime;
 mod server;
+pub mod size;
 mod split;
 mod tls;
+pub(crate) mod token;
 mod upstream;
 mod worker;
 
@@ -54,7 +56,7 @@ pub struct Config {
     /// Workers by name.
     #[serde(default)]
     pub workers: BTreeMap<String, WorkerConfig>,
-    /// Routes, matched as described in [`crate::router`].
+    /// Routes, matched as described in [`crate::route::router`].
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
     /// Upstreams by name: where a worker's forward directive sends the request.
@@ -198,7 +200,7 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::size::ByteSize;
+    use crate::config::size::ByteSize;
 
     fn load(text: &str) -> Result<Config, ConfigError> {
         Loaded::from_text(text, "test.toml", PathBuf::new()).map(|l| l.config)

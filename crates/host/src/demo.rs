@@ -5,6 +5,9 @@
 //! when it is unset. The default is published, so a token signed with it proves nothing:
 //! it is for trying the demo on your own machine, never for anything real.
 
+pub(crate) mod origin;
+pub mod tls;
+
 use base64ct::{Base64UrlUnpadded, Encoding};
 
 /// The environment variable the demo's HS256 secret comes from.

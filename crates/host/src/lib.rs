@@ -2,7 +2,7 @@
 //!
 //! * [`config::Loaded`] reads and checks `edgegate.toml`.
 //! * [`Gateway::build`] loads its workers into an `edgegate_runtime::Runtime` and compiles its
-//!   routes ([`router`]); [`Gateway::handle`] serves one `http::Request`, turning every failure
+//!   routes ([`route::router`]); [`Gateway::handle`] serves one `http::Request`, turning every failure
 //!   into its status through [`error::ErrorKind`].
 //! * Forward directives are proxied to `[upstreams]` through keep-alive pools (`upstream`),
 //!   and JWT keys are loaded and kept fresh in the host (`keyring`).
@@ -20,42 +20,22 @@
 
 #![deny(missing_docs)]
 
-mod accept;
-pub mod admin;
-mod authority;
-mod claims;
-mod client;
+mod capability;
 pub mod config;
-mod connection;
 pub mod demo;
-mod demo_origin;
-pub mod demo_tls;
 pub mod error;
-mod fetch;
+mod forward;
 mod gateway;
-mod handshake;
-mod headers;
-mod keyring;
-mod kv;
-mod listener;
-pub mod metrics;
-mod origin;
-pub mod path;
-mod pool;
-pub mod router;
-mod serve;
-mod shadow;
-pub mod size;
-mod split;
-mod tls;
-mod trace;
-mod upstream;
-pub mod watch;
+mod listen;
+pub mod observe;
+pub mod route;
+pub mod server;
 
 #[cfg(test)]
 mod tests;
 
+pub use forward::upstream::UpstreamBody;
 pub use gateway::{Builtins, Gateway, ReloadError, Reloaded, ResponseBody, runtime_config};
-pub use listener::{Server, shutdown_signal};
-pub use shadow::Digested;
-pub use upstream::{ConnInfo, TlsInfo, UpstreamBody};
+pub use listen::conn::{ConnInfo, TlsInfo};
+pub use route::shadow::Digested;
+pub use server::{Server, shutdown_signal};

@@ -3,13 +3,16 @@
 //!
 //! ```text
 //!   accept ──(max_connections)──▶ hyper auto: h1 (header timeout, size, count) | h2c
-//!      │         watchdog: handshake, h2 header block, idle (crate::connection)
+//!      │         watchdog: handshake, h2 header block, idle (crate::listen::watchdog)
 //!      │                               └─▶ Gateway::handle per request
 //!   shutdown signal ─▶ stop accepting ─▶ /healthz says draining ─▶ finish in-flight requests
 //!                      (h2: GOAWAY; HTTP/1.1: the next answer     (at most shutdown_timeout)
 //!                       says Connection: close, idle ones close
-//!                       after a short linger: crate::connection)
+//!                       after a short linger: crate::listen::watchdog)
 //! ```
+
+pub mod admin;
+pub mod watch;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,15 +25,14 @@ use hyper::{Request, Version};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
-use crate::accept::Acceptor;
-use crate::admin;
 use crate::config::ServerConfig;
-use crate::connection::Timeouts;
 use crate::gateway::Gateway;
-use crate::upstream::ConnInfo;
-use crate::{handshake, serve};
+use crate::listen::accept::Acceptor;
+use crate::listen::conn::ConnInfo;
+use crate::listen::watchdog::Timeouts;
+use crate::listen::{handshake, serve};
 
 /// hyper's smallest read buffer.
 const MIN_BUF_SIZE: u64 = 8192;
@@ -71,7 +73,7 @@ impl Server {
                 %admin,
                 "the admin listener is not on loopback and {} is not set: anyone who can reach \
                  it can reload the configuration",
-                admin::TOKEN_ENV
+                crate::config::token::TOKEN_ENV
             );
         }
         let admin = Acceptor::new(bind(admin, server.reuse_port)?, "admin");
@@ -122,7 +124,7 @@ impl Server {
         let hangups = tokio::spawn(reload_on_hangup(self.hangup, self.gateway.clone()));
         // Every connection holds a receiver: a value sent tells them all to drain, and
         // `closed()` says when the last one has ended.
-        let (drain, drain_receiver) = watch::channel(());
+        let (drain, drain_receiver) = tokio::sync::watch::channel(());
         let accept = Arc::new(Accept {
             gateway: self.gateway.clone(),
             builders,
@@ -132,7 +134,7 @@ impl Server {
             drain: drain_receiver,
             draining: draining.clone(),
         });
-        let (stop, stopped) = watch::channel(false);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut loops = tokio::task::JoinSet::new();
         loops.spawn(accept.clone().accept(self.http, false, stopped.clone()));
         if let Some(tls) = self.tls {
@@ -167,7 +169,7 @@ struct Accept {
     /// `server.tls.max_handshakes` places.
     handshakes: Semaphore,
     /// Cloned for each connection; see [`Server::run`].
-    drain: watch::Receiver<()>,
+    drain: tokio::sync::watch::Receiver<()>,
     /// Set before `drain` changes: HTTP/1.1 answers from then on carry `Connection: close`.
     draining: Arc<AtomicBool>,
 }
@@ -178,7 +180,7 @@ impl Accept {
         self: Arc<Self>,
         mut acceptor: Acceptor,
         tls: bool,
-        mut stop: watch::Receiver<bool>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         loop {
             let permit = tokio::select! {
@@ -226,7 +228,7 @@ impl Accept {
         io: S,
         conn: ConnInfo,
         accepted: std::time::Instant,
-        drain: watch::Receiver<()>,
+        drain: tokio::sync::watch::Receiver<()>,
         builder: &auto::Builder<TokioExecutor>,
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,

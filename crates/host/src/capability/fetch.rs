@@ -22,13 +22,13 @@ use http::header;
 use http::uri::{PathAndQuery, Scheme};
 use http_body_util::{BodyExt, Full};
 
-use crate::client::{self, SendFailure};
+use crate::capability::origin::Origin;
 use crate::error::error_chain;
-use crate::headers::strip_hop_by_hop;
-use crate::metrics::Count;
-use crate::origin::Origin;
-use crate::pool::Pool;
-use crate::upstream::Upstream;
+use crate::forward::client::{self, SendFailure};
+use crate::forward::headers::strip_hop_by_hop;
+use crate::forward::pool::Pool;
+use crate::forward::upstream::Upstream;
+use crate::observe::metrics::Count;
 
 /// Sends `request` through `pool` and reads the whole response, at most `max_body` bytes.
 /// `name` (the upstream's, or the origin) is for error messages.
@@ -152,7 +152,7 @@ impl Outcome {
         Arc::new(Self::ALL.map(|outcome| {
             let labels =
                 vec![("worker", worker.to_owned()), ("outcome", outcome.label().to_owned())];
-            crate::metrics::counter("edgegate_fetches_total", labels)
+            crate::observe::metrics::counter("edgegate_fetches_total", labels)
         }))
     }
 }

@@ -28,9 +28,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::{self, HttpClient};
 use crate::config::{ConfigError, JwtConfig, KeySourceConfig, Loaded};
 use crate::error::error_chain;
+use crate::forward::client::{self, HttpClient};
 
 /// A JWK Set larger than this is refused.
 const MAX_JWKS: usize = 1 << 20;

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-use crate::size::ByteSize;
+use crate::config::size::ByteSize;
 
 /// What a worker's image work may use.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, duration};
-use crate::size::ByteSize;
+use crate::config::size::ByteSize;
 
 /// `[runtime]`: the Wasm engine.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

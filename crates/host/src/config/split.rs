@@ -1,13 +1,13 @@
 //! `[routes.split]`: a route whose requests go to one of several targets (workers or
 //! upstreams), by rules first and then by weight, sticky on a key. How a target is chosen is
-//! in crate::split.
+//! in crate::route::split.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::{Config, ConfigError};
-use crate::size::ByteSize;
+use crate::config::size::ByteSize;
 
 /// `[routes.split]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -1,5 +1,5 @@
 //! `[server.tls]`: the TLS listener, its certificates, versions, resumption and client
-//! certificates. The files are read and checked when a snapshot is built (crate::tls).
+//! certificates. The files are read and checked when a snapshot is built (crate::listen::tls).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -7,7 +7,7 @@ use edgegate_runtime::Limits;
 use serde::Deserialize;
 
 use super::{Config, ConfigError, ImageConfig, JwtConfig, duration};
-use crate::size::ByteSize;
+use crate::config::size::ByteSize;
 
 /// `[workers.NAME]`: a module and what it may use.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -155,7 +155,7 @@ pub(super) fn validate(
         }
     }
     for (i, origin) in worker.fetch.iter().enumerate() {
-        if let Err(error) = crate::origin::Origin::parse(origin) {
+        if let Err(error) = crate::capability::origin::Origin::parse(origin) {
             return Err(ConfigError::caused(file, format!("workers.{name}.fetch[{i}]"), error));
         }
     }

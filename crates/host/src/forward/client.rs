@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::metrics::Level;
+use crate::observe::metrics::Level;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
@@ -96,7 +96,7 @@ pub(crate) fn build(settings: &ClientSettings<'_>) -> Result<HttpClient, ClientE
         .enable_http1()
         .wrap_connector(Counting {
             inner: http,
-            open: crate::metrics::gauge(
+            open: crate::observe::metrics::gauge(
                 "edgegate_upstream_connections",
                 vec![("upstream", settings.name.to_owned())],
             ),

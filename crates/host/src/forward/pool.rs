@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::client::{self, ClientError, HttpClient};
 use crate::config::{FetchSection, UpstreamConfig};
+use crate::forward::client::{self, ClientError, HttpClient};
 
 /// A pool and its timeouts. Cheap to clone: clones share the connections.
 #[derive(Debug, Clone)]

@@ -11,9 +11,8 @@
 //!
 //! Failures are the upstream's: 502 when it cannot be reached or answers something that is not
 //! HTTP, 504 when it is too slow to connect or to answer. Nothing is retried that may have
-//! reached it (see [`crate::client`]).
+//! reached it (see [`crate::forward::client`]).
 
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -26,53 +25,21 @@ use http::uri::{Authority, Scheme};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
-use crate::client::{self, ClientError, SendFailure};
 use crate::config::UpstreamConfig;
 use crate::error::{ErrorKind, RequestError, error_chain};
-use crate::headers::{HOP_BY_HOP, strip_hop_by_hop};
-use crate::metrics::{Buckets, Count, Keyed, Level, Raised, SECONDS};
-use crate::pool::{Pool, PoolSettings};
+use crate::forward::client::{self, ClientError, SendFailure};
+use crate::forward::headers::{HOP_BY_HOP, strip_hop_by_hop};
+use crate::forward::pool::{Pool, PoolSettings};
+use crate::listen::conn::ConnInfo;
+#[cfg(test)]
+use crate::listen::conn::TlsInfo;
+use crate::observe::metrics::{Buckets, Count, Keyed, Level, Raised, SECONDS};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-
-/// Where a request came from, for the forwarding headers and the access log.
-#[derive(Debug, Clone, Copy)]
-pub struct ConnInfo {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// What the client's TLS connection negotiated; `None` for plain HTTP.
-    pub tls: Option<TlsInfo>,
-}
-
-/// What a TLS handshake negotiated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TlsInfo {
-    /// `TLSv1.2` or `TLSv1.3`.
-    pub version: &'static str,
-    /// The ALPN protocol: `h2`, `http/1.1`, or `-` when the client offered none.
-    pub alpn: &'static str,
-}
-
-impl TlsInfo {
-    /// What `connection` negotiated.
-    pub(crate) fn of(connection: &rustls::ServerConnection) -> Self {
-        let version = match connection.protocol_version() {
-            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
-            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
-            _ => "-",
-        };
-        let alpn = match connection.alpn_protocol() {
-            Some(b"h2") => "h2",
-            Some(b"http/1.1") => "http/1.1",
-            _ => "-",
-        };
-        Self { version, alpn }
-    }
-}
 
 /// Why an upstream could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -125,12 +92,12 @@ impl Upstream {
                 .ok_or_else(|| UpstreamError::NoHost(url.to_string()))?,
             pool,
             preserve_host: config.preserve_host,
-            duration: crate::metrics::histogram(
+            duration: crate::observe::metrics::histogram(
                 "edgegate_upstream_duration_seconds",
                 &SECONDS,
                 vec![("upstream", name.to_owned())],
             ),
-            in_flight: crate::metrics::gauge(
+            in_flight: crate::observe::metrics::gauge(
                 "edgegate_upstream_in_flight",
                 vec![("upstream", name.to_owned())],
             ),
@@ -180,7 +147,7 @@ impl Upstream {
             };
             let make = || {
                 let labels = vec![("upstream", self.name.to_string()), ("kind", label.to_owned())];
-                crate::metrics::counter("edgegate_upstream_errors_total", labels)
+                crate::observe::metrics::counter("edgegate_upstream_errors_total", labels)
             };
             self.errors.with(label, make, |count| count.increment(1));
             Err(RequestError::new(kind, format!("{}: {detail}", self.name)))
@@ -243,7 +210,7 @@ impl Upstream {
             headers.remove(name);
         }
         set_forwarded(&mut headers, conn, client_host.as_deref(), trust_forwarded);
-        crate::trace::inject(&mut headers);
+        crate::observe::trace::inject(&mut headers);
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::HOST);
         if self.preserve_host

@@ -20,16 +20,16 @@ use super::{
     Action, Background, Gateway, Gauges, RequestIds, Snapshot, SplitTarget, Target, UpstreamTarget,
     WorkerTarget,
 };
-use crate::claims::ClaimSource;
+use crate::capability::fetch::WorkerFetcher;
+use crate::capability::kv::Mode as KvMode;
+use crate::capability::origin::Origin;
 use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
-use crate::fetch::WorkerFetcher;
-use crate::kv::Mode as KvMode;
-use crate::metrics::RouteMetrics;
-use crate::origin::Origin;
-use crate::pool::{Pool, PoolSettings};
-use crate::router::Router;
-use crate::split::{By, Split};
-use crate::upstream::Upstream;
+use crate::forward::pool::{Pool, PoolSettings};
+use crate::forward::upstream::Upstream;
+use crate::observe::metrics::RouteMetrics;
+use crate::route::claims::ClaimSource;
+use crate::route::router::Router;
+use crate::route::split::{By, Split};
 
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
 pub(super) const BUILTIN_PREFIX: &str = "builtin:";
@@ -68,15 +68,15 @@ impl Gateway {
         kv_mode: KvMode,
     ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
-        let token = crate::admin::Token::from_env()?;
+        let token = crate::config::token::Token::from_env()?;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
         let runtime = Runtime::new(runtime_config(config), cache)
             .map_err(|e| ConfigError::caused(&loaded.origin, "runtime", e))?;
-        let opened = crate::kv::open(loaded, kv_mode).await?;
+        let opened = crate::capability::kv::open(loaded, kv_mode).await?;
         let kv = Arc::new(Kv { namespaces: opened.namespaces, _tasks: Background(opened.tasks) });
         let sessions = match &config.server.tls {
             Some(tls) => Some(
-                crate::tls::Sessions::new(tls.session_cache)
+                crate::listen::tls::Sessions::new(tls.session_cache)
                     .map_err(|e| ConfigError::caused(&loaded.origin, "server.tls", e))?,
             ),
             None => None,
@@ -89,7 +89,7 @@ impl Gateway {
             sessions: sessions.as_ref(),
         };
         let snapshot = steps.snapshot(kv, 1).await?;
-        super::reload::publish(None, &snapshot);
+        snapshot.publish(None);
         if kv_mode == KvMode::Serve {
             prune_cache(&runtime);
         }
@@ -100,7 +100,7 @@ impl Gateway {
             unrouted: RouteMetrics::unrouted(),
             gauges: Gauges::register(config.server.max_concurrency),
             runtime,
-            reloads: tokio::sync::Mutex::new(super::reload::Reloads { builtins }),
+            reloads: tokio::sync::Mutex::new(super::Reloads { builtins }),
             sessions,
             token,
         })
@@ -117,7 +117,7 @@ pub(super) struct Steps<'a> {
     /// not tried again.
     pub(super) previous: Option<&'a Snapshot>,
     /// The gateway's TLS sessions, with `[server.tls]`.
-    pub(super) sessions: Option<&'a crate::tls::Sessions>,
+    pub(super) sessions: Option<&'a crate::listen::tls::Sessions>,
 }
 
 impl Steps<'_> {
@@ -148,7 +148,7 @@ impl Steps<'_> {
                 .map(|(name, (worker, _))| {
                     let digest = worker.module_info().digest.clone();
                     let labels = vec![("worker", name.clone()), ("digest", digest)];
-                    crate::metrics::gauge("edgegate_worker_info", labels)
+                    crate::observe::metrics::gauge("edgegate_worker_info", labels)
                 })
                 .collect(),
             workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
@@ -164,7 +164,7 @@ impl Steps<'_> {
         let (Some(tls), Some(sessions)) = (&loaded.config.server.tls, self.sessions) else {
             return Ok(None);
         };
-        crate::tls::server_config(loaded, tls, sessions).map(Some)
+        crate::listen::tls::server_config(loaded, tls, sessions).map(Some)
     }
 
     /// Each `[upstreams.NAME]`'s pool (and the demo origin's listener where one is named).
@@ -177,7 +177,7 @@ impl Steps<'_> {
         for (name, upstream) in &loaded.config.upstreams {
             let at = |field: &str| format!("upstreams.{name}.{field}");
             let url: http::Uri = if upstream.url == DEMO_ORIGIN {
-                let (addr, task) = crate::demo_origin::start(name)
+                let (addr, task) = crate::demo::origin::start(name)
                     .await
                     .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), DemoOrigin(e)))?;
                 background.0.push(task);
@@ -225,7 +225,8 @@ impl Steps<'_> {
                     .map_err(|e| ConfigError::caused(&loaded.origin, &key, e))?;
                 let keys = match &worker.jwt {
                     Some(jwt) => {
-                        let loaded_keys = crate::keyring::load(loaded, name, jwt).await?;
+                        let loaded_keys =
+                            crate::capability::keyring::load(loaded, name, jwt).await?;
                         background.0.extend(loaded_keys.tasks);
                         Some(loaded_keys.keys)
                     }
@@ -344,7 +345,7 @@ impl Steps<'_> {
                                     ("target", t.name.clone()),
                                     ("by", by.label().to_owned()),
                                 ];
-                                crate::metrics::counter("edgegate_split_total", labels)
+                                crate::observe::metrics::counter("edgegate_split_total", labels)
                             }),
                             fallbacks: Default::default(),
                         })
@@ -409,7 +410,7 @@ fn fetcher(
         .filter_map(|name| Some((name.clone(), upstreams.get(name)?.clone())))
         .collect();
     let origins = worker.fetch.iter().filter_map(|o| Origin::parse(o).ok()).collect();
-    let counts = crate::fetch::Outcome::counters(name);
+    let counts = crate::capability::fetch::Outcome::counters(name);
     Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone(), counts }))
 }
 

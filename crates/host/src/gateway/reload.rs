@@ -14,15 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::build::{Builtins, Steps, changed};
-use super::{Gateway, Snapshot};
+use super::build::{Steps, changed};
+use super::{Gateway, Reloads};
 use crate::config::{Config, ConfigError};
-
-/// What a reload needs that no request does.
-#[derive(Debug)]
-pub(crate) struct Reloads {
-    pub(crate) builtins: Builtins,
-}
 
 /// A reload that took effect.
 #[derive(Debug, Clone, Serialize)]
@@ -131,28 +125,13 @@ impl Gateway {
             })
             .map(|(name, worker)| (name.clone(), worker.module_info().digest.clone()))
             .collect();
-        publish(Some(&previous), &next);
+        next.publish(Some(&previous));
         let generation = next.generation;
         self.runtime
             .retain_modules(next.workers.iter().map(|(_, w)| w.module_info().digest.as_str()));
         self.current.store(std::sync::Arc::new(next));
         super::build::prune_cache(&self.runtime);
         Ok(Reloaded { generation, changed, removed, modules, took: started.elapsed() })
-    }
-}
-
-/// Sets `edgegate_config_generation` and `edgegate_worker_info` for `next`, putting the
-/// versions it replaces of `previous` at 0 (their series go with the last snapshot that
-/// holds them).
-pub(super) fn publish(previous: Option<&Snapshot>, next: &Snapshot) {
-    metrics::gauge!("edgegate_config_generation").set(next.generation as f64);
-    if let Some(previous) = previous {
-        for info in &previous.worker_info {
-            info.set(0);
-        }
-    }
-    for info in &next.worker_info {
-        info.set(1);
     }
 }
 

@@ -26,7 +26,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 
-use crate::upstream::TlsInfo;
+use crate::listen::conn::TlsInfo;
 
 /// The first byte of a TLS handshake record (RFC 8446 §5.1, content type 22).
 const HANDSHAKE_RECORD: u8 = 0x16;

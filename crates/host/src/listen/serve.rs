@@ -1,4 +1,4 @@
-//! Serving one accepted connection under its watchdog ([`crate::connection`]): the requests
+//! Serving one accepted connection under its watchdog ([`crate::listen::watchdog`]): the requests
 //! hyper reads are handed to a handler, each counted in flight until its response is sent,
 //! and the connection ends when the client closes, the watchdog closes it, or (for the
 //! gateway's listeners) the drain has shut it down. The gateway's listeners and the admin
@@ -16,7 +16,7 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::connection::{Action, ConnState, InFlight, Timeouts, Tracked, Watchdog, Watched};
+use crate::listen::watchdog::{Action, ConnState, InFlight, Timeouts, Tracked, Watchdog, Watched};
 
 /// Serves `io`, accepted at `accepted`, with `builder`, answering each request with
 /// `handler`, until the connection ends. A value sent on `drain` shuts the connection down

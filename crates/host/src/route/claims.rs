@@ -25,7 +25,7 @@ use edgegate_sdk::jwt::{self, Jwt, Validation, Verifier};
 use http::HeaderMap;
 
 use crate::config::JwtConfig;
-use crate::metrics::Count;
+use crate::observe::metrics::Count;
 
 /// What became of a request's token at a split, for `edgegate_split_claims_total{outcome}`.
 #[derive(Debug, Clone, Copy)]
@@ -73,7 +73,7 @@ impl ClaimSource {
         };
         let outcomes = Outcome::ALL.map(|outcome| {
             let labels = vec![("route", route.to_owned()), ("outcome", outcome.label().to_owned())];
-            crate::metrics::counter("edgegate_split_claims_total", labels)
+            crate::observe::metrics::counter("edgegate_split_claims_total", labels)
         });
         Self { keys, validation, outcomes }
     }

@@ -75,7 +75,7 @@ pub(crate) struct Shadow {
     pub(crate) timeout: Duration,
     compare: Vec<HeaderName>,
     places: Arc<Semaphore>,
-    outcomes: [Arc<crate::metrics::Count>; 6],
+    outcomes: [Arc<crate::observe::metrics::Count>; 6],
     /// The minute (since the epoch) differences were last logged in, and how many.
     logged: AtomicU64,
 }
@@ -94,7 +94,7 @@ impl Shadow {
     pub(crate) fn new(config: &ShadowConfig, route: &str) -> Self {
         let outcomes = Outcome::ALL.map(|o| {
             let labels = vec![("route", route.to_owned()), ("outcome", o.label().to_owned())];
-            crate::metrics::counter("edgegate_shadow_total", labels)
+            crate::observe::metrics::counter("edgegate_shadow_total", labels)
         });
         Self {
             route: route.to_owned(),

@@ -14,7 +14,7 @@
 //! none back.
 //!
 //! Claims come from the bearer token, verified in the host with the keys and policy of the
-//! worker the split's `jwt` names (crate::claims), only when a rule or the sticky key reads
+//! worker the split's `jwt` names (crate::route::claims), only when a rule or the sticky key reads
 //! one.
 
 use std::borrow::Cow;
@@ -24,10 +24,10 @@ use http::HeaderName;
 use http::request::Parts;
 use regex::Regex;
 
-use crate::admin::Token;
-use crate::claims::{ClaimSource, Claims};
+use crate::config::token::Token;
 use crate::config::{SplitConfig, SplitRuleConfig};
-use crate::shadow::Shadow;
+use crate::route::claims::{ClaimSource, Claims};
+use crate::route::shadow::Shadow;
 
 /// Buckets the weights divide.
 pub(crate) const BUCKETS: u32 = 10_000;

@@ -188,7 +188,7 @@ async fn the_override_header_counts_only_with_the_admin_token_and_never_goes_on(
     let mut g = site.gateway().await;
     let pick = [("x-edgegate-target", "wasm")];
     assert_eq!(side(&g, &pick).await, "legacy", "no token is set: ignored");
-    g.token = crate::admin::Token::new("s3cret");
+    g.token = crate::config::token::Token::new("s3cret");
     assert_eq!(side(&g, &pick).await, "legacy", "without the token: ignored");
     let wrong = [pick[0], ("x-edgegate-admin-token", "guess")];
     assert_eq!(side(&g, &wrong).await, "legacy", "with a wrong token: ignored");

@@ -1,0 +1,7 @@
+//! What the host holds for workers and grants each one: KV namespaces ([`kv`]), JWT keys
+//! ([`keyring`]) and outbound fetch ([`fetch`]) to the origins it allows ([`origin`]).
+
+pub(crate) mod fetch;
+pub(crate) mod keyring;
+pub(crate) mod kv;
+pub(crate) mod origin;
