@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use edgegate_bench::affinity::{CpuPlan, available_cpus};
+use edgegate_bench::catalogue::Runtime;
 use edgegate_bench::lab::{self, Plan};
-use edgegate_bench::runtimes::{Environment, LabTls, Runtime, SECRET_ENV};
+use edgegate_bench::runtimes::{Environment, LabTls, SECRET_ENV};
 use edgegate_bench::workload::{self, Workload};
 
 /// Run the benchmark lab: edgegate against Node.js, workerd and native Rust.

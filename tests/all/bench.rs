@@ -258,7 +258,7 @@ mod capacity {
     use edgegate_bench::lab::capacity::{self, CapacitySettings};
     use edgegate_bench::load::RequestTemplate;
     use edgegate_bench::results::Capacity;
-    use edgegate_bench::runtimes::Server;
+    use edgegate_bench::server::Server;
     use edgegate_bench::verdict::{self, Verdict};
     use edgegate_bench::workload::Workload;
 

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::catalogue::Runtime;
 use crate::results::{Results, RuntimeResult};
-use crate::runtimes::Runtime;
 use crate::workload::Workload;
 
 const SIZE: (u32, u32) = (720, 420);

@@ -24,10 +24,12 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::affinity::CpuPlan;
+use crate::catalogue::Runtime;
 use crate::load::{self, LoadSpec, RequestTemplate};
 use crate::procfs;
 use crate::results::{Check, ColdStart, LabTransport, Meta, Results, RuntimeResult, Spread};
-use crate::runtimes::{Environment, Prepared, Runtime, Server};
+use crate::runtimes::{Environment, Prepared};
+use crate::server::Server;
 use crate::workload::{Expect, Fixtures, Workload};
 
 pub mod capacity;

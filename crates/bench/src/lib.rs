@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 pub mod affinity;
+pub mod catalogue;
 pub mod charts;
 pub mod fake;
 pub mod lab;
@@ -40,6 +41,7 @@ pub mod procfs;
 pub mod report;
 pub mod results;
 pub mod runtimes;
+pub mod server;
 mod timer;
 pub mod verdict;
 pub mod workload;

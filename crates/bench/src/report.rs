@@ -376,10 +376,10 @@ fn span(values: impl Iterator<Item = f64>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalogue::Runtime;
     use crate::latency::Summary;
     use crate::results::tests::{check, round};
     use crate::results::{Calm, Meta, Run, RuntimeResult, Steal};
-    use crate::runtimes::Runtime;
     use crate::workload::Workload;
 
     #[test]

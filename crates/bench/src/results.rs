@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalogue::Runtime;
 use crate::latency::Summary;
 use crate::load::Errors;
-use crate::runtimes::Runtime;
 use crate::workload::Workload;
 
 /// Everything one lab run measured.

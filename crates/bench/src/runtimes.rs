@@ -1,98 +1,25 @@
-//! The runtimes under test, and how the lab starts, probes and stops each one.
-//!
-//! | runtime | what runs | installed by |
-//! |---|---|---|
-//! | `edgegate` | `edgegate serve` with the bundled workers | this build |
-//! | `edgegate-component` | `edgegate serve` with static-json as a `wasi:http` component (on request) | this build |
-//! | `node` | `node bench/node/server.mjs` (node:http, node:crypto, sharp) | `bench/node/install` |
-//! | `workerd` | `workerd serve` of `bench/node/worker.mjs` (jpeg-js for the image) | `bench/node/install` |
-//! | `native` | `edgegate bench-native`: the same logic on plain hyper, no Wasm | this build |
-//!
-//! A runtime that is not installed is reported missing, with the reason, and the rest run.
+//! How the lab prepares each runtime under test ([`crate::catalogue`]): its directory, its
+//! configuration and the modules or scripts it serves, its program and arguments, and its
+//! start ([`Prepared::start`], which gives a [`Server`]). A runtime that is not installed is
+//! reported missing, with the reason, and the rest run.
 
 use std::ffi::OsString;
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::Context;
-use rustix::process::{Pid, Signal};
-use serde::{Deserialize, Serialize};
 
 use crate::affinity::CpuPlan;
-use crate::load::{RequestTemplate, request_once};
-use crate::results::GcPauses;
-use crate::workload::{Fixtures, SECRET, Workload};
+use crate::catalogue::Runtime;
+use crate::load::RequestTemplate;
+use crate::server::Server;
+use crate::workload::{Fixtures, SECRET};
 
 /// The environment variable each comparator reads the HS256 secret from.
 pub const SECRET_ENV: &str = "EDGEGATE_BENCH_SECRET";
-
-/// A runtime under test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Runtime {
-    /// edgegate: Rust workers in Wasm, a fresh instance per request.
-    Edgegate,
-    /// edgegate with the image path in pure Rust inside Wasm (`image-resize-wasm`), without
-    /// the host's image capability: on request only (`--runtimes edgegate-wasm`), to show what
-    /// the capability changes.
-    EdgegateWasm,
-    /// edgegate serving the static-json workload with `echo-json-component`, the same logic
-    /// as a standard `wasi:http/proxy` component: on request only
-    /// (`--runtimes edgegate-component`), to put a price on the component ABI. It serves no
-    /// other workload (they need edgegate's JWT keys and KV, which the core ABI has).
-    EdgegateComponent,
-    /// Node.js (V8), the machine's `node`.
-    Node,
-    /// workerd, Cloudflare's V8 isolate runtime.
-    Workerd,
-    /// The same logic as native Rust on hyper, no Wasm.
-    Native,
-}
-
-impl Runtime {
-    /// The ones a plan runs unless told otherwise, in report order.
-    pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
-
-    /// Every runtime `--runtimes` accepts.
-    pub const NAMED: [Self; 6] = [
-        Self::Edgegate,
-        Self::EdgegateWasm,
-        Self::EdgegateComponent,
-        Self::Node,
-        Self::Workerd,
-        Self::Native,
-    ];
-
-    /// The name in reports and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Edgegate => "edgegate",
-            Self::EdgegateWasm => "edgegate-wasm",
-            Self::EdgegateComponent => "edgegate-component",
-            Self::Node => "node",
-            Self::Workerd => "workerd",
-            Self::Native => "native",
-        }
-    }
-
-    /// The runtime named `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::NAMED.into_iter().find(|r| r.name() == name)
-    }
-
-    /// Whether it is edgegate (any of its configurations).
-    pub fn is_edgegate(self) -> bool {
-        matches!(self, Self::Edgegate | Self::EdgegateWasm | Self::EdgegateComponent)
-    }
-
-    /// Whether it serves `workload` (every runtime but `edgegate-component` serves them all).
-    pub fn serves(self, workload: Workload) -> bool {
-        self != Self::EdgegateComponent || workload == Workload::StaticJson
-    }
-}
 
 /// Where things are.
 #[derive(Debug, Clone)]
@@ -494,90 +421,6 @@ fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// A started runtime. Stopped (SIGTERM, then SIGKILL) when dropped.
-#[derive(Debug)]
-pub struct Server {
-    child: Child,
-    /// Where it listens.
-    pub addr: SocketAddr,
-    /// Where its admin listener is (edgegate's), for `POST /reload`.
-    pub admin: Option<SocketAddr>,
-    /// Where its TLS listener is, when the lab measures TLS and the runtime serves it.
-    pub tls: Option<SocketAddr>,
-    /// From spawning the process to its first correct answer.
-    pub started_in: Duration,
-}
-
-impl Server {
-    /// The garbage-collection pauses since the last call, from the Node.js comparator
-    /// (`GET /__lab/gc`, which `bench/node/server.mjs` serves from `perf_hooks`).
-    pub fn gc_pauses(&self) -> anyhow::Result<GcPauses> {
-        let template = RequestTemplate {
-            method: http::Method::GET,
-            uri: http::Uri::from_static("/__lab/gc"),
-            headers: Vec::new(),
-            body: bytes::Bytes::new(),
-            expect: 200,
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let (status, body) = runtime.block_on(request_once(self.addr, &template))?;
-        anyhow::ensure!(status == 200, "GET /__lab/gc answered {status}");
-        Ok(serde_json::from_slice(&body)?)
-    }
-
-    /// The process id, for `/proc`.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Stops the process and waits for it.
-    pub fn stop(mut self) {
-        self.terminate();
-    }
-
-    /// Suspends the process (SIGSTOP), so that it takes no CPU while another runtime is
-    /// measured. Connections made meanwhile wait in its listen queue.
-    pub fn pause(&self) {
-        self.signal(Signal::STOP);
-    }
-
-    /// Lets a paused process run again (SIGCONT).
-    pub fn resume(&self) {
-        self.signal(Signal::CONT);
-    }
-
-    /// A process that has gone already is left alone: the next request to it fails.
-    fn signal(&self, signal: Signal) {
-        if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process(pid, signal);
-        }
-    }
-
-    fn terminate(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        self.signal(Signal::TERM);
-        // A paused process handles its SIGTERM only once it runs again.
-        self.resume();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.terminate();
-    }
-}
-
 impl Prepared {
     /// Writes the json-transform catalog the runtime loads at its next start: the lab's, or
     /// an empty one so that a start measures the runtime, not 100 000 products being loaded.
@@ -634,39 +477,10 @@ impl Prepared {
     }
 }
 
-impl Server {
-    /// Spawns `command` on the server CPUs and waits until `probe` to `addr` gets a 200 (the
-    /// time that takes is its start time), for at most `timeout`.
-    pub fn start(
-        command: &mut Command,
-        addr: SocketAddr,
-        cpus: &CpuPlan,
-        probe: &RequestTemplate,
-        timeout: Duration,
-    ) -> anyhow::Result<Self> {
-        let started = Instant::now();
-        let child = cpus.spawn_server(command)?;
-        let mut server = Server { child, addr, admin: None, tls: None, started_in: Duration::ZERO };
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        loop {
-            if let Ok((200, _)) = runtime.block_on(request_once(addr, probe)) {
-                server.started_in = started.elapsed();
-                return Ok(server);
-            }
-            if let Some(status) = server.child.try_wait()? {
-                anyhow::bail!("it exited ({status}) before answering");
-            }
-            if started.elapsed() > timeout {
-                anyhow::bail!("it did not answer within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_micros(500));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::Workload;
 
     #[test]
     fn a_custom_section_changes_the_module_but_not_its_code() {
@@ -676,30 +490,6 @@ mod tests {
         assert_eq!(&wasm[before..before + 2], &[0, 24]);
         assert_eq!(&wasm[before + 2..before + 3], &[22]);
         assert_eq!(&wasm[wasm.len() - 1..], b"7");
-    }
-
-    #[test]
-    fn a_paused_server_takes_no_cpu_until_it_resumes() {
-        let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
-        let server = Server {
-            child,
-            addr: "127.0.0.1:9".parse().unwrap(),
-            admin: None,
-            tls: None,
-            started_in: Duration::ZERO,
-        };
-        let cpu = || crate::procfs::sample(server.pid()).unwrap().cpu;
-        std::thread::sleep(Duration::from_millis(100));
-        server.pause();
-        std::thread::sleep(Duration::from_millis(50));
-        let paused = cpu();
-        std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(cpu(), paused, "a paused process ran");
-        server.resume();
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(cpu() > paused, "a resumed process did not run");
-        server.pause();
-        server.stop();
     }
 
     #[test]

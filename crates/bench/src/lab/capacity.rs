@@ -27,7 +27,7 @@ use crate::load::closed::{self, ClosedResult, ClosedSpec};
 use crate::load::{RequestTemplate, TlsTransport, Transport, WindowMark};
 use crate::procfs;
 use crate::results::{Capacity, CapacityRound, LabTransport, WrkRound};
-use crate::runtimes::Server;
+use crate::server::Server;
 use crate::workload::Workload;
 
 /// How capacity is measured.

@@ -9,7 +9,7 @@ use super::Lab;
 use super::slices::{steal, stolen};
 use crate::load::{self, RequestTemplate};
 use crate::results::{CrossCheck, CrossRound, Percentiles};
-use crate::runtimes::Server;
+use crate::server::Server;
 use crate::workload::Workload;
 
 /// Rounds of the cross-check, each one run of wrk and one of the lab.

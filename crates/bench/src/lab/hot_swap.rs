@@ -9,7 +9,8 @@ use anyhow::Context;
 use super::{Lab, ms};
 use crate::load::{RequestTemplate, request_once};
 use crate::results::{ColdStart, Spread};
-use crate::runtimes::{Prepared, Server};
+use crate::runtimes::Prepared;
+use crate::server::Server;
 
 /// Swaps timed: each costs a compile (about 0.1 s) and a few milliseconds of answers.
 const SWAPS: u32 = 5;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::capacity::CapacitySettings;
-use crate::runtimes::Runtime;
+use crate::catalogue::Runtime;
 use crate::workload::Workload;
 
 /// What to run.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::Lab;
 use crate::load::{self, RequestTemplate};
 use crate::results::{Probe, Saturation};
-use crate::runtimes::Server;
+use crate::server::Server;
 use crate::workload::Workload;
 
 impl<F: Fn(String)> Lab<'_, F> {

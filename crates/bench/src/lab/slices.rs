@@ -10,7 +10,7 @@ use crate::latency::Latencies;
 use crate::load::{self, LoadResult, LoadSpec, RequestTemplate, WindowMark};
 use crate::procfs::{self, CpuTimes};
 use crate::results::{Calm, Foreign, GcPauses, Run, Steal};
-use crate::runtimes::Server;
+use crate::server::Server;
 use crate::workload::Workload;
 
 /// One runtime's fixed-rate run, gathered slice by slice.

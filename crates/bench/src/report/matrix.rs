@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
+use crate::catalogue::Runtime;
 use crate::results::{Results, RuntimeResult, Spread};
-use crate::runtimes::Runtime;
 use crate::verdict::{self, Verdict};
 use crate::workload::Workload;
 

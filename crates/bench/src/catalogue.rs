@@ -1,0 +1,79 @@
+//! The runtimes the lab compares: their names on the command line and in reports, and which
+//! workloads each serves.
+//!
+//! | runtime | what runs | installed by |
+//! |---|---|---|
+//! | `edgegate` | `edgegate serve` with the bundled workers | this build |
+//! | `edgegate-component` | `edgegate serve` with static-json as a `wasi:http` component (on request) | this build |
+//! | `node` | `node bench/node/server.mjs` (node:http, node:crypto, sharp) | `bench/node/install` |
+//! | `workerd` | `workerd serve` of `bench/node/worker.mjs` (jpeg-js for the image) | `bench/node/install` |
+//! | `native` | `edgegate bench-native`: the same logic on plain hyper, no Wasm | this build |
+
+use serde::{Deserialize, Serialize};
+
+use crate::workload::Workload;
+
+/// A runtime under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// edgegate: Rust workers in Wasm, a fresh instance per request.
+    Edgegate,
+    /// edgegate with the image path in pure Rust inside Wasm (`image-resize-wasm`), without
+    /// the host's image capability: on request only (`--runtimes edgegate-wasm`), to show what
+    /// the capability changes.
+    EdgegateWasm,
+    /// edgegate serving the static-json workload with `echo-json-component`, the same logic
+    /// as a standard `wasi:http/proxy` component: on request only
+    /// (`--runtimes edgegate-component`), to put a price on the component ABI. It serves no
+    /// other workload (they need edgegate's JWT keys and KV, which the core ABI has).
+    EdgegateComponent,
+    /// Node.js (V8), the machine's `node`.
+    Node,
+    /// workerd, Cloudflare's V8 isolate runtime.
+    Workerd,
+    /// The same logic as native Rust on hyper, no Wasm.
+    Native,
+}
+
+impl Runtime {
+    /// The ones a plan runs unless told otherwise, in report order.
+    pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
+
+    /// Every runtime `--runtimes` accepts.
+    pub const NAMED: [Self; 6] = [
+        Self::Edgegate,
+        Self::EdgegateWasm,
+        Self::EdgegateComponent,
+        Self::Node,
+        Self::Workerd,
+        Self::Native,
+    ];
+
+    /// The name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Edgegate => "edgegate",
+            Self::EdgegateWasm => "edgegate-wasm",
+            Self::EdgegateComponent => "edgegate-component",
+            Self::Node => "node",
+            Self::Workerd => "workerd",
+            Self::Native => "native",
+        }
+    }
+
+    /// The runtime named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::NAMED.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Whether it is edgegate (any of its configurations).
+    pub fn is_edgegate(self) -> bool {
+        matches!(self, Self::Edgegate | Self::EdgegateWasm | Self::EdgegateComponent)
+    }
+
+    /// Whether it serves `workload` (every runtime but `edgegate-component` serves them all).
+    pub fn serves(self, workload: Workload) -> bool {
+        self != Self::EdgegateComponent || workload == Workload::StaticJson
+    }
+}
