@@ -17,6 +17,7 @@ mod reload;
 mod requests;
 mod shutdown;
 mod split;
+mod structure;
 mod support;
 mod tls;
 mod toolchain;
