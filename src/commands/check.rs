@@ -49,7 +49,7 @@ impl CheckCommand {
         }
         println!(
             "{}: ok ({} workers, {} routes)",
-            loaded.origin,
+            loaded.file,
             loaded.config.workers.len(),
             loaded.config.routes.len()
         );

@@ -38,7 +38,7 @@ impl CompileCommand {
             out.display(),
             compiled.len(),
             std::env::consts::ARCH,
-            loaded.origin
+            loaded.file
         );
         Ok(())
     }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod error;
+mod fetch;
 mod image;
 mod jwt;
 mod kv;
@@ -32,15 +33,16 @@ mod worker;
 
 pub use error::ConfigError;
 use error::Unreadable;
+pub use fetch::FetchConfig;
 pub use image::ImageConfig;
 pub use jwt::{JwtConfig, KeySourceConfig};
 pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
 pub use route::{RespondConfig, RouteConfig};
-pub use runtime::RuntimeSection;
+pub use runtime::EngineConfig;
 pub use server::ServerConfig;
 pub use split::{ShadowConfig, SplitConfig, SplitRuleConfig, SplitTargetConfig, StickyConfig};
 pub use tls::{CertificateConfig, ClientAuthConfig, TlsConfig, TlsVersion};
-pub use upstream::{DEMO_ORIGIN, FetchSection, UpstreamConfig};
+pub use upstream::{DEMO_ORIGIN, UpstreamConfig};
 pub use worker::{WorkerConfig, WorkerLimits};
 
 /// The whole configuration.
@@ -52,7 +54,7 @@ pub struct Config {
     pub server: ServerConfig,
     /// The Wasm runtime.
     #[serde(default)]
-    pub runtime: RuntimeSection,
+    pub runtime: EngineConfig,
     /// Workers by name.
     #[serde(default)]
     pub workers: BTreeMap<String, WorkerConfig>,
@@ -67,7 +69,7 @@ pub struct Config {
     pub kv: BTreeMap<String, KvConfig>,
     /// Workers' outbound requests to hosts that are not upstreams.
     #[serde(default)]
-    pub fetch: FetchSection,
+    pub fetch: FetchConfig,
 }
 
 /// Reads a duration written like `"2ms"`, `"1s 500ms"` or `"1m"` (humantime's syntax), and
@@ -89,8 +91,8 @@ fn optional_duration<'de, D: serde::Deserializer<'de>>(
 pub struct Loaded {
     /// The configuration.
     pub config: Config,
-    /// Its file name (or description), for error messages.
-    pub origin: String,
+    /// Its file name, or what stands for one (the built-in demo), as errors name it.
+    pub file: String,
     /// The directory relative paths are resolved against.
     pub base_dir: PathBuf,
     /// Values for environment variables that are not set (the demo's secret).
@@ -105,16 +107,16 @@ pub struct Loaded {
 impl Loaded {
     /// Reads and checks a configuration file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let origin = path.display().to_string();
+        let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: origin.clone(),
+            file: file.clone(),
             key: None,
             message: "cannot read it".into(),
             position: None,
             error: Some(Arc::new(Unreadable(e))),
         })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let mut loaded = Self::from_text(&text, &origin, base_dir)?;
+        let mut loaded = Self::from_text(&text, &file, base_dir)?;
         loaded.path = Some(path.to_owned());
         Ok(loaded)
     }
@@ -124,19 +126,19 @@ impl Loaded {
     pub fn reread(&self) -> Result<Self, ConfigError> {
         let mut loaded = match &self.path {
             Some(path) => Self::from_file(path)?,
-            None => Self::from_text(&self.text, &self.origin, self.base_dir.clone())?,
+            None => Self::from_text(&self.text, &self.file, self.base_dir.clone())?,
         };
         loaded.env_defaults = self.env_defaults.clone();
         Ok(loaded)
     }
 
     /// Parses and checks configuration text.
-    pub fn from_text(text: &str, origin: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
-        let config = parse(text, origin)?;
-        validate(&config, origin)?;
+    pub fn from_text(text: &str, file: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
+        let config = parse(text, file)?;
+        validate(&config, file)?;
         Ok(Self {
             config,
-            origin: origin.to_owned(),
+            file: file.to_owned(),
             base_dir,
             env_defaults: BTreeMap::new(),
             path: None,
@@ -155,9 +157,9 @@ impl Loaded {
     }
 }
 
-fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let error = |key: Option<String>, e: &toml::de::Error| ConfigError {
-        file: origin.to_owned(),
+        file: file.to_owned(),
         key,
         message: e.message().trim_end().to_owned(),
         position: e.span().map(|span| line_column(text, span.start)),

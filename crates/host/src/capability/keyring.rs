@@ -174,7 +174,7 @@ fn fixed_keys(
     let alg = source.alg.as_deref().and_then(Alg::from_name);
     let kid = source.kid.clone();
     let error = |field: &str, error: SourceError| {
-        ConfigError::caused(&loaded.origin, format!("{at}.{field}"), error)
+        ConfigError::caused(&loaded.file, format!("{at}.{field}"), error)
     };
     let read = |field: &str, path: &std::path::Path| {
         let path = loaded.resolve(path);
@@ -230,7 +230,7 @@ fn fixed_keys(
         }
         return Ok(parsed.keys);
     }
-    Err(ConfigError::at(&loaded.origin, at.to_owned(), "no source of keys"))
+    Err(ConfigError::at(&loaded.file, at.to_owned(), "no source of keys"))
 }
 
 /// Fetches one JWKS URL.
@@ -291,11 +291,11 @@ impl Fetcher {
             ca_file: ca_file.as_deref(),
             name: "(jwks)",
         })
-        .map_err(|e| ConfigError::caused(&loaded.origin, format!("{at}.ca_file"), e))?;
+        .map_err(|e| ConfigError::caused(&loaded.file, format!("{at}.ca_file"), e))?;
         let min_refresh = source.min_refresh.unwrap_or(DEFAULT_MIN_REFRESH);
         Ok(Self {
             url: url.parse().map_err(|e: http::uri::InvalidUri| {
-                ConfigError::caused(&loaded.origin, format!("{at}.jwks_url"), e)
+                ConfigError::caused(&loaded.file, format!("{at}.jwks_url"), e)
             })?,
             client,
             alg: source.alg.as_deref().and_then(Alg::from_name),

@@ -49,7 +49,7 @@ pub(crate) async fn open(loaded: &Loaded, mode: Mode) -> Result<Opened, ConfigEr
     let mut opened = Opened { namespaces: BTreeMap::new(), tasks: Vec::new() };
     for (name, config) in &loaded.config.kv {
         let error = |field: &str, error: SetupError| {
-            ConfigError::caused(&loaded.origin, format!("kv.{name}.{field}"), error)
+            ConfigError::caused(&loaded.file, format!("kv.{name}.{field}"), error)
         };
         let store = match config.backend {
             _ if mode == Mode::Check => {

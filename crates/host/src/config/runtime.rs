@@ -8,10 +8,11 @@ use serde::Deserialize;
 use super::{ConfigError, duration};
 use crate::config::size::ByteSize;
 
-/// `[runtime]`: the Wasm engine.
+/// `[runtime]`: the Wasm engine, which [`crate::runtime_config`] turns into the runtime's own
+/// `edgegate_runtime::RuntimeConfig`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct RuntimeSection {
+pub struct EngineConfig {
     /// Keep compiled modules on disk so they are compiled once. Default true.
     pub cache: bool,
     /// Where (relative to this file). Default `$XDG_CACHE_HOME/edgegate/modules`, else
@@ -37,7 +38,7 @@ pub struct RuntimeSection {
     pub image_threads: usize,
 }
 
-impl Default for RuntimeSection {
+impl Default for EngineConfig {
     fn default() -> Self {
         let runtime = edgegate_runtime::RuntimeConfig::default();
         Self {
@@ -54,7 +55,7 @@ impl Default for RuntimeSection {
 }
 
 /// Checks what the types alone cannot.
-pub(super) fn validate(runtime: &RuntimeSection, file: &str) -> Result<(), ConfigError> {
+pub(super) fn validate(runtime: &EngineConfig, file: &str) -> Result<(), ConfigError> {
     if runtime.epoch_tick.is_zero() {
         return Err(ConfigError::at(file, "runtime.epoch_tick", "must be longer than zero"));
     }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::config::{FetchSection, UpstreamConfig};
+use crate::config::{FetchConfig, UpstreamConfig};
 use crate::forward::client::{self, ClientError, HttpClient};
 
 /// A pool and its timeouts. Cheap to clone: clones share the connections.
@@ -47,7 +47,7 @@ impl<'a> PoolSettings<'a> {
     }
 
     /// The settings of the `[fetch]` pool.
-    pub(crate) fn fetch(section: &FetchSection, ca: Option<&'a Path>) -> Self {
+    pub(crate) fn fetch(section: &FetchConfig, ca: Option<&'a Path>) -> Self {
         Self {
             connect_timeout: section.connect_timeout,
             first_byte_timeout: section.first_byte_timeout,

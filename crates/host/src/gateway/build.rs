@@ -71,13 +71,13 @@ impl Gateway {
         let token = crate::config::token::Token::from_env()?;
         let cache = if config.runtime.cache { open_cache(loaded) } else { None };
         let runtime = Runtime::new(runtime_config(config), cache)
-            .map_err(|e| ConfigError::caused(&loaded.origin, "runtime", e))?;
+            .map_err(|e| ConfigError::caused(&loaded.file, "runtime", e))?;
         let opened = crate::capability::kv::open(loaded, kv_mode).await?;
         let kv = Arc::new(Kv { namespaces: opened.namespaces, _tasks: Background(opened.tasks) });
         let sessions = match &config.server.tls {
             Some(tls) => Some(
                 crate::listen::tls::Sessions::new(tls.session_cache)
-                    .map_err(|e| ConfigError::caused(&loaded.origin, "server.tls", e))?,
+                    .map_err(|e| ConfigError::caused(&loaded.file, "server.tls", e))?,
             ),
             None => None,
         };
@@ -179,19 +179,16 @@ impl Steps<'_> {
             let url: http::Uri = if upstream.url == DEMO_ORIGIN {
                 let (addr, task) = crate::demo::origin::start(name)
                     .await
-                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), DemoOrigin(e)))?;
+                    .map_err(|e| ConfigError::caused(&loaded.file, at("url"), DemoOrigin(e)))?;
                 background.0.push(task);
                 http::Uri::from_maybe_shared(format!("http://{addr}"))
-                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), e))?
+                    .map_err(|e| ConfigError::caused(&loaded.file, at("url"), e))?
             } else {
-                upstream
-                    .url
-                    .parse()
-                    .map_err(|e| ConfigError::caused(&loaded.origin, at("url"), e))?
+                upstream.url.parse().map_err(|e| ConfigError::caused(&loaded.file, at("url"), e))?
             };
             let ca_file = upstream.ca_file.as_deref().map(|p| loaded.resolve(p));
             let pool = Upstream::new(name, &url, upstream, ca_file.as_deref())
-                .map_err(|e| ConfigError::caused(&loaded.origin, at("ca_file"), e))?;
+                .map_err(|e| ConfigError::caused(&loaded.file, at("ca_file"), e))?;
             upstreams.insert(name.clone(), Arc::new(pool));
         }
         Ok(upstreams)
@@ -202,7 +199,7 @@ impl Steps<'_> {
         let loaded = self.loaded;
         let ca = loaded.config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
         Pool::new(&PoolSettings::fetch(&loaded.config.fetch, ca.as_deref()))
-            .map_err(|e| ConfigError::caused(&loaded.origin, "fetch.ca_file", e))
+            .map_err(|e| ConfigError::caused(&loaded.file, "fetch.ca_file", e))
     }
 
     /// Every worker, with its keys, KV namespaces, fetcher and image grant. Every worker is
@@ -222,7 +219,7 @@ impl Steps<'_> {
             let key = format!("workers.{name}.module");
             let loading = async {
                 let wasm = read_module(loaded, &worker.module, self.builtins)
-                    .map_err(|e| ConfigError::caused(&loaded.origin, &key, e))?;
+                    .map_err(|e| ConfigError::caused(&loaded.file, &key, e))?;
                 let keys = match &worker.jwt {
                     Some(jwt) => {
                         let loaded_keys =
@@ -246,7 +243,7 @@ impl Steps<'_> {
                     .map_err(|source| {
                         let module = worker.module.clone();
                         ConfigError::caused(
-                            &loaded.origin,
+                            &loaded.file,
                             &key,
                             ModuleError::Load { module, source },
                         )
@@ -276,7 +273,7 @@ impl Steps<'_> {
             );
         }
         if !failed.is_empty() {
-            return Err(ConfigError::all(&loaded.origin, failed));
+            return Err(ConfigError::all(&loaded.file, failed));
         }
         Ok(workers)
     }
@@ -295,13 +292,13 @@ impl Steps<'_> {
             if let Err(source) = worker.trial().await {
                 let module = self.loaded.config.workers[name].module.clone();
                 failed.push(ConfigError::caused(
-                    &self.loaded.origin,
+                    &self.loaded.file,
                     format!("workers.{name}.module"),
                     ModuleError::Load { module, source },
                 ));
             }
         }
-        if failed.is_empty() { Ok(()) } else { Err(ConfigError::all(&self.loaded.origin, failed)) }
+        if failed.is_empty() { Ok(()) } else { Err(ConfigError::all(&self.loaded.file, failed)) }
     }
 
     /// The routes, each with its target and metrics.

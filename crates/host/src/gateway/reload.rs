@@ -94,7 +94,7 @@ impl Gateway {
         let loaded = previous.loaded.reread()?;
         let keys = restart_needed(&previous.loaded.config, &loaded.config);
         if !keys.is_empty() {
-            return Err(ReloadError::RestartNeeded { file: loaded.origin.clone(), keys });
+            return Err(ReloadError::RestartNeeded { file: loaded.file.clone(), keys });
         }
         let steps = Steps {
             runtime: &self.runtime,

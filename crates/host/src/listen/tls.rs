@@ -65,7 +65,7 @@ pub(crate) fn server_config(
     tls: &TlsConfig,
     sessions: &Sessions,
 ) -> Result<Arc<ServerConfig>, ConfigError> {
-    let file = &loaded.origin;
+    let file = &loaded.file;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificates = Certificates::load(loaded, &tls.certificates, &provider)?;
     let versions: Vec<&'static SupportedProtocolVersion> = tls
@@ -225,10 +225,10 @@ impl Certificates {
             let at = |field: &str| format!("server.tls.certificates[{i}].{field}");
             let cert = loaded.resolve(&config.cert);
             let key = loaded.resolve(&config.key);
-            let chain = read_chain(&cert)
-                .map_err(|e| ConfigError::caused(&loaded.origin, at("cert"), e))?;
+            let chain =
+                read_chain(&cert).map_err(|e| ConfigError::caused(&loaded.file, at("cert"), e))?;
             let leaf = Leaf::parse(&cert, &chain[0])
-                .map_err(|e| ConfigError::caused(&loaded.origin, at("cert"), e))?;
+                .map_err(|e| ConfigError::caused(&loaded.file, at("cert"), e))?;
             let signing = PrivateKeyDer::from_pem_file(&key)
                 .map_err(|e| FileError::new(&key, pem_error(e)))
                 .and_then(|der| {
@@ -237,11 +237,11 @@ impl Certificates {
                         .load_private_key(der)
                         .map_err(|e| FileError::new(&key, e.to_string()))
                 })
-                .map_err(|e| ConfigError::caused(&loaded.origin, at("key"), e))?;
+                .map_err(|e| ConfigError::caused(&loaded.file, at("key"), e))?;
             let certified = Arc::new(CertifiedKey::new(chain, signing));
             certified.keys_match().map_err(|_| {
                 ConfigError::caused(
-                    &loaded.origin,
+                    &loaded.file,
                     at("key"),
                     FileError::new(
                         &key,
