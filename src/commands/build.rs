@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use edgegate_host::config::size::ByteSize;
+use edgegate_runtime::ByteSize;
 use serde::Deserialize;
 
 use super::module_report::{ModuleReport, kb};

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use edgegate_host::Gateway;
-use edgegate_host::config::size::ByteSize;
+use edgegate_runtime::ByteSize;
 use edgegate_runtime::CacheOutcome;
 
 use super::ConfigArgs;

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use edgegate_runtime::units::duration;
 use serde::Deserialize;
 
 mod error;
@@ -24,7 +25,6 @@ mod kv;
 mod route;
 mod runtime;
 mod server;
-pub mod size;
 mod split;
 mod tls;
 pub(crate) mod token;
@@ -70,14 +70,6 @@ pub struct Config {
     /// Workers' outbound requests to hosts that are not upstreams.
     #[serde(default)]
     pub fetch: FetchConfig,
-}
-
-/// Reads a duration written like `"2ms"`, `"1s 500ms"` or `"1m"` (humantime's syntax), and
-/// says what is wrong with one that is not.
-fn duration<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    humantime::parse_duration(&text)
-        .map_err(|e| serde::de::Error::custom(format!("invalid duration `{text}`: {e}")))
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(
@@ -202,7 +194,7 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::size::ByteSize;
+    use edgegate_runtime::{ByteSize, Limits};
 
     fn load(text: &str) -> Result<Config, ConfigError> {
         Loaded::from_text(text, "test.toml", PathBuf::new()).map(|l| l.config)
@@ -233,11 +225,22 @@ mod tests {
         assert_eq!(c.server.max_request_body, ByteSize(2 << 20));
         assert_eq!(c.server.max_headers, 100);
         let w = &c.workers["echo"];
-        assert_eq!(w.limits.cpu, Duration::from_millis(5));
-        assert_eq!(w.limits.memory, ByteSize(4 << 20));
-        assert_eq!(w.limits.hostcalls, 1000, "unset limits keep their defaults");
+        assert_eq!(w.limits.guest.cpu, Duration::from_millis(5));
+        assert_eq!(w.limits.guest.memory, 4 << 20);
+        assert_eq!(w.limits.guest.hostcalls, 1000, "unset limits keep their defaults");
+        assert_eq!(w.limits.request_body, ByteSize(1 << 20));
         assert_eq!(w.config["greeting"], "hi");
         assert_eq!(c.routes[0].methods, ["POST"]);
+    }
+
+    #[test]
+    fn request_body_is_the_hosts_and_the_rest_of_the_limits_table_the_runtimes() {
+        let text = "[workers.w]\nmodule = \"m\"\nlimits = { request_body = \"1KiB\", kv_ops = 3, cpu = \"7ms\" }\n";
+        let c = load(text).unwrap();
+        let limits = &c.workers["w"].limits;
+        assert_eq!(limits.request_body, ByteSize(1024));
+        let guest = Limits { kv_ops: 3, cpu: Duration::from_millis(7), ..Limits::default() };
+        assert_eq!(limits.guest, guest);
     }
 
     #[test]
@@ -268,6 +271,8 @@ mod tests {
         assert_eq!(e.position, Some((4, 7)));
         let e = error("[server]\nmax_request_body = \"lots\"\n");
         assert_eq!(e.key.as_deref(), Some("server.max_request_body"), "{e}");
+        let e = error("[workers.w]\nmodule = \"x.wasm\"\nlimits.request_body = \"lots\"\n");
+        assert_eq!(e.key.as_deref(), Some("workers.w.limits.request_body"), "{e}");
         let e = error("[server]\nlisten = \"localhost\"\n");
         assert_eq!(e.key.as_deref(), Some("server.listen"), "{e}");
         let e = error("[server\n");

@@ -29,12 +29,7 @@ fn worker(runtime: &Runtime, name: &'static str, wasm: &[u8], image: Option<Imag
             wasm,
             // The demo's limits (src/demo.toml), with CPU to spare: a VM's stolen time is not
             // what this measures.
-            limits: Limits {
-                memory: 32 << 20,
-                cpu: Duration::from_secs(5),
-                request_body: 8 << 20,
-                ..Limits::default()
-            },
+            limits: Limits { memory: 32 << 20, cpu: Duration::from_secs(5), ..Limits::default() },
             config: BTreeMap::new(),
             keys: None,
             kv: Vec::new(),

@@ -51,6 +51,7 @@ mod meter;
 mod module_cache;
 mod outcome;
 mod request;
+pub mod units;
 mod worker;
 
 #[cfg(test)]
@@ -70,6 +71,7 @@ pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache, Pruned, Pruning};
+pub use units::ByteSize;
 pub use worker::{ModuleInfo, Worker, WorkerSpec};
 
 use compiled::Compiled;

@@ -6,9 +6,17 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
+
+use crate::units::{bytes, duration};
+
 /// The limits one worker's requests run under. Each field documents what it bounds, its
 /// default, and what happens when it is hit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// It reads from the worker's `[workers.NAME.limits]` table: sizes as `"2MiB"` or bytes,
+/// times as `"2ms"`; a field left out keeps its default, and an unknown one is an error.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// **Linear memory**, in bytes (default 2 MiB).
     ///
@@ -17,6 +25,7 @@ pub struct Limits {
     /// time `memory.grow` past the limit fails (returns -1) the way it does on any Wasm engine;
     /// a guest built with the SDK then traps on its allocation failure, and the request gets
     /// **500 `out_of_memory`**. Rounded down to whole 64 KiB pages.
+    #[serde(deserialize_with = "bytes")]
     pub memory: u64,
 
     /// **CPU time**, per request (default 2 ms).
@@ -31,6 +40,7 @@ pub struct Limits {
     /// within about one tick past its budget. The clock alone does not stop a guest: it must
     /// also have been seen running at about budget / tick ticks, so that one stall the kernel or
     /// a hypervisor charges to the thread does not stop a request that did not do the work. The request gets **503 `cpu_budget_exceeded`**.
+    #[serde(deserialize_with = "duration")]
     pub cpu: Duration,
 
     /// **Wall-clock deadline**, per request (default 1 s).
@@ -38,19 +48,14 @@ pub struct Limits {
     /// Bounds the time from the start of the instance to its outcome, including waits. Checked
     /// at every epoch tick while the guest runs and by a timer while it waits. The request gets
     /// **504 `deadline_exceeded`**.
+    #[serde(deserialize_with = "duration")]
     pub deadline: Duration,
-
-    /// **Request body size**, in bytes (default 1 MiB).
-    ///
-    /// The host reads the whole body before the guest runs, and stops reading past this many
-    /// bytes: the client gets **413 `body_too_large`** (at once, from `Content-Length`, when it
-    /// declares one). The server-wide `max_request_body` applies too; the smaller one wins.
-    pub request_body: u64,
 
     /// **Response body size**, in bytes (default 1 MiB).
     ///
     /// A guest whose response body is larger gets **500 `response_too_large`** instead; nothing
     /// of the oversized body is sent.
+    #[serde(deserialize_with = "bytes")]
     pub response_body: u64,
 
     /// **Host calls**, per request (default 1000).
@@ -72,6 +77,7 @@ pub struct Limits {
     ///
     /// The largest value the worker may store. A bigger one is refused with `LimitExceeded`
     /// and nothing is written. (Keys are at most 512 bytes for every worker.)
+    #[serde(deserialize_with = "bytes")]
     pub kv_value: u64,
 
     /// **Subrequests**, per request (default 32).
@@ -84,6 +90,7 @@ pub struct Limits {
     ///
     /// The host reads a fetched response's body whole before the guest sees it, and stops at
     /// this many bytes: the guest's `fetch_wait` gets `LimitExceeded` and none of the body.
+    #[serde(deserialize_with = "bytes")]
     pub subrequest_body: u64,
 }
 
@@ -98,7 +105,6 @@ impl Default for Limits {
             memory: Self::DEFAULT_MEMORY,
             cpu: Duration::from_millis(2),
             deadline: Duration::from_secs(1),
-            request_body: 1 << 20,
             response_body: 1 << 20,
             hostcalls: 1000,
             kv_ops: 100,
@@ -106,5 +112,28 @@ impl Default for Limits {
             subrequests: 32,
             subrequest_body: 1 << 20,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_sizes_and_times_as_configuration_writes_them() {
+        let limits: Limits =
+            toml::from_str("memory = \"4MiB\"\ncpu = \"5ms\"\nkv_ops = 7").unwrap();
+        let expected = Limits {
+            memory: 4 << 20,
+            cpu: Duration::from_millis(5),
+            kv_ops: 7,
+            ..Limits::default()
+        };
+        assert_eq!(limits, expected);
+        assert_eq!(toml::from_str::<Limits>("").unwrap(), Limits::default());
+        let unknown = toml::from_str::<Limits>("cpus = \"5ms\"").unwrap_err().to_string();
+        assert!(unknown.contains("unknown field `cpus`"), "{unknown}");
+        let bad = toml::from_str::<Limits>("deadline = \"soon\"").unwrap_err().to_string();
+        assert!(bad.contains("invalid duration `soon`"), "{bad}");
     }
 }

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-use crate::config::size::ByteSize;
+use edgegate_runtime::ByteSize;
 
 /// What a worker's image work may use.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, duration, optional_duration};
-use crate::config::size::ByteSize;
+use edgegate_runtime::ByteSize;
 
 /// `[workers.NAME.jwt]`: the worker's token policy and its keys. The keys stay in the host;
 /// the policy reaches the worker as `jwt.*` configuration values (see

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, optional_duration};
-use crate::config::size::ByteSize;
+use edgegate_runtime::ByteSize;
 
 /// `[kv.NAME]`: a KV namespace workers can be granted (`workers.NAME.kv`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, duration};
-use crate::config::size::ByteSize;
+use edgegate_runtime::ByteSize;
 
 /// `[runtime]`: the Wasm engine, which [`crate::runtime_config`] turns into the runtime's own
 /// `edgegate_runtime::RuntimeConfig`.

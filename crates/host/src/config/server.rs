@@ -7,8 +7,8 @@ use serde::Deserialize;
 
 use super::tls::TlsConfig;
 use super::{ConfigError, duration};
-use crate::config::size::ByteSize;
 use crate::route::path::{EscapedSlashes, PathRules};
+use edgegate_runtime::ByteSize;
 
 /// `[server]`: listeners and the limits every request is held to before any worker runs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

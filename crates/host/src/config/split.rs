@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Config, ConfigError};
-use crate::config::size::ByteSize;
+use edgegate_runtime::ByteSize;
 
 /// `[routes.split]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -1,13 +1,13 @@
 //! `[workers.NAME]`: a module, its limits, and what it is granted.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::fmt;
 
-use edgegate_runtime::Limits;
+use edgegate_runtime::{ByteSize, Limits};
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 
-use super::{Config, ConfigError, ImageConfig, JwtConfig, duration};
-use crate::config::size::ByteSize;
+use super::{Config, ConfigError, ImageConfig, JwtConfig};
 
 /// `[workers.NAME]`: a module and what it may use.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -41,66 +41,112 @@ pub struct WorkerConfig {
     pub image: Option<ImageConfig>,
 }
 
-/// `[workers.NAME.limits]`: see `edgegate_runtime::Limits` for what each bounds.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// `[workers.NAME.limits]`: the runtime's [`Limits`], which bound the guest, and
+/// `request_body`, which the host enforces before the guest runs. One table in the file.
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkerLimits {
-    /// Linear memory. Default 2MiB.
-    pub memory: ByteSize,
-    /// CPU time per request. Default 2ms.
-    #[serde(deserialize_with = "duration")]
-    pub cpu: Duration,
-    /// Wall-clock time per request. Default 1s.
-    #[serde(deserialize_with = "duration")]
-    pub deadline: Duration,
     /// Request body. Default 1MiB.
+    ///
+    /// The host reads the whole body before the guest runs, and stops reading past this many
+    /// bytes: the client gets 413 `body_too_large` (at once, from `Content-Length`, when it
+    /// declares one). The server-wide `max_request_body` applies too; the smaller one wins.
     pub request_body: ByteSize,
-    /// Response body. Default 1MiB.
-    pub response_body: ByteSize,
-    /// Host calls per request. Default 1000.
-    pub hostcalls: u32,
-    /// KV operations per request (each key of a batch counts). Default 100.
-    pub kv_ops: u32,
-    /// The largest value the worker may store. Default 1MiB.
-    pub kv_value: ByteSize,
-    /// Outbound requests per request. Default 32.
-    pub subrequests: u32,
-    /// The largest fetched response body. Default 1MiB.
-    pub subrequest_body: ByteSize,
+    /// Everything the runtime holds the guest to.
+    pub guest: Limits,
+}
+
+impl WorkerLimits {
+    /// The default `request_body`: 1MiB.
+    pub const DEFAULT_REQUEST_BODY: ByteSize = ByteSize(1 << 20);
 }
 
 impl Default for WorkerLimits {
     fn default() -> Self {
-        let l = Limits::default();
-        Self {
-            memory: ByteSize(l.memory),
-            cpu: l.cpu,
-            deadline: l.deadline,
-            request_body: ByteSize(l.request_body),
-            response_body: ByteSize(l.response_body),
-            hostcalls: l.hostcalls,
-            kv_ops: l.kv_ops,
-            kv_value: ByteSize(l.kv_value),
-            subrequests: l.subrequests,
-            subrequest_body: ByteSize(l.subrequest_body),
-        }
+        Self { request_body: Self::DEFAULT_REQUEST_BODY, guest: Limits::default() }
     }
 }
 
-impl From<&WorkerLimits> for Limits {
-    fn from(l: &WorkerLimits) -> Self {
-        Limits {
-            memory: l.memory.bytes(),
-            cpu: l.cpu,
-            deadline: l.deadline,
-            request_body: l.request_body.bytes(),
-            response_body: l.response_body.bytes(),
-            hostcalls: l.hostcalls,
-            kv_ops: l.kv_ops,
-            kv_value: l.kv_value.bytes(),
-            subrequests: l.subrequests,
-            subrequest_body: l.subrequest_body.bytes(),
+impl<'de> Deserialize<'de> for WorkerLimits {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Table;
+
+        impl<'de> Visitor<'de> for Table {
+            type Value = WorkerLimits;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of limits")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<WorkerLimits, A::Error> {
+                let mut request_body = None;
+                let guest = Limits::deserialize(SetAside { map, request_body: &mut request_body })?;
+                Ok(WorkerLimits {
+                    request_body: request_body.unwrap_or(WorkerLimits::DEFAULT_REQUEST_BODY),
+                    guest,
+                })
+            }
         }
+
+        deserializer.deserialize_map(Table)
+    }
+}
+
+/// The limits table as the runtime's [`Limits`] reads it, with `request_body` set aside for
+/// the host. Keys go through the underlying map one by one, so an error still names its key.
+struct SetAside<'a, A> {
+    map: A,
+    request_body: &'a mut Option<ByteSize>,
+}
+
+impl<'de, A: MapAccess<'de>> Deserializer<'de> for SetAside<'_, A> {
+    type Error = A::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, A::Error> {
+        visitor.visit_map(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for SetAside<'_, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        let mut seed = Some(seed);
+        loop {
+            match self.map.next_key_seed(Key(&mut seed))? {
+                None => return Ok(None),
+                Some(Some(key)) => return Ok(Some(key)),
+                Some(None) => *self.request_body = Some(self.map.next_value()?),
+            }
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
+    }
+}
+
+/// A key of the limits table: `None` for `request_body`, else the runtime's own key.
+struct Key<'s, K>(&'s mut Option<K>);
+
+impl<'de, K: DeserializeSeed<'de>> DeserializeSeed<'de> for Key<'_, K> {
+    type Value = Option<K::Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        let key = String::deserialize(deserializer)?;
+        if key == "request_body" {
+            return Ok(None);
+        }
+        let seed = self.0.take().expect("one key seed per key");
+        seed.deserialize(key.into_deserializer()).map(Some)
     }
 }
 
@@ -113,17 +159,18 @@ pub(super) fn validate(
 ) -> Result<(), ConfigError> {
     let at = |key: String, message: &str| Err(ConfigError::at(file, key, message));
     let key = |field: &str| format!("workers.{name}.limits.{field}");
-    let l = &worker.limits;
-    if l.memory.bytes() < 65536 {
+    let l = &worker.limits.guest;
+    if l.memory < 65536 {
         return at(key("memory"), "must be at least 64KiB (one Wasm page)");
     }
-    if l.memory > config.runtime.max_worker_memory {
+    if l.memory > config.runtime.max_worker_memory.bytes() {
         return Err(ConfigError::at(
             file,
             key("memory"),
             format!(
                 "{} is more than runtime.max_worker_memory ({})",
-                l.memory, config.runtime.max_worker_memory
+                ByteSize(l.memory),
+                config.runtime.max_worker_memory
             ),
         ));
     }

@@ -233,7 +233,7 @@ impl Steps<'_> {
                     .load(WorkerSpec {
                         name,
                         wasm: &wasm,
-                        limits: (&worker.limits).into(),
+                        limits: worker.limits.guest.clone(),
                         config: worker_config(worker),
                         keys,
                         kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
@@ -312,7 +312,7 @@ impl Steps<'_> {
         // Validation made sure each route names workers and upstreams that exist.
         let worker = |name: &str| {
             let (worker, grants) = workers[name].clone();
-            let body_limit = worker.limits().request_body.min(server_limit);
+            let body_limit = config.workers[name].limits.request_body.bytes().min(server_limit);
             Action::Worker(WorkerTarget { worker, body_limit, grants })
         };
         let upstream = |name: &str| {

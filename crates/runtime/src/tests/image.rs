@@ -17,7 +17,7 @@ fn resizer(limits: Limits, image: Option<ImageGrant>) -> Worker {
         .load(WorkerSpec {
             name: "image-resize",
             wasm: guests::IMAGE_RESIZE,
-            limits: Limits { request_body: 8 << 20, ..limits },
+            limits,
             config: BTreeMap::new(),
             keys: None,
             kv: Vec::new(),

@@ -1,8 +1,11 @@
-//! Byte sizes in configuration: `2MiB`, `64KiB`, `512B`, `1GB`, or a plain number of bytes.
+//! Sizes and durations as configuration writes them: `2MiB`, `64KiB`, `512B`, `1GB` or a plain
+//! number of bytes; `2ms`, `1s 500ms`, `1m`.
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
+use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 /// A number of bytes, written in configuration as an integer or a string with a unit.
@@ -88,6 +91,19 @@ impl<'de> serde::Deserialize<'de> for ByteSize {
 
         deserializer.deserialize_any(SizeVisitor)
     }
+}
+
+/// Reads a duration written like `"2ms"`, `"1s 500ms"` or `"1m"` (humantime's syntax), and
+/// says what is wrong with one that is not.
+pub fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text)
+        .map_err(|e| de::Error::custom(format!("invalid duration `{text}`: {e}")))
+}
+
+/// Reads a [`ByteSize`] as its number of bytes.
+pub fn bytes<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    ByteSize::deserialize(deserializer).map(ByteSize::bytes)
 }
 
 #[cfg(test)]
