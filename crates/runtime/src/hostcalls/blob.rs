@@ -4,7 +4,7 @@
 use edgegate_abi::HostError;
 use wasmtime::Caller;
 
-use super::{enter, slice_mut};
+use super::{enter, guest_try, slice_mut};
 use crate::request::RequestState;
 
 pub(super) fn request_head(
@@ -12,21 +12,13 @@ pub(super) fn request_head(
     out_ptr: u32,
     out_cap: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
     let parts = state.request.head();
-    let Some(len) = edgegate_abi::request::encoded_len(&parts) else {
-        return Ok(HostError::LimitExceeded.code());
-    };
-    let Ok(n) = i32::try_from(len) else { return Ok(HostError::LimitExceeded.code()) };
+    let len = guest_try!(edgegate_abi::request::encoded_len(&parts), HostError::LimitExceeded);
+    let n = guest_try!(i32::try_from(len).ok(), HostError::LimitExceeded);
     if len <= out_cap as usize {
-        let Some(out) = slice_mut(data, out_ptr, len as u32) else {
-            return Ok(HostError::InvalidArgument.code());
-        };
-        if edgegate_abi::request::encode(&parts, out).is_err() {
-            return Ok(HostError::InvalidArgument.code());
-        }
+        let out = guest_try!(slice_mut(data, out_ptr, len as u32), HostError::InvalidArgument);
+        guest_try!(if edgegate_abi::request::encode(&parts, out).is_err(), HostError::InvalidArgument);
     }
     Ok(n)
 }
@@ -45,17 +37,11 @@ pub(super) fn blob_read(
     out_ptr: u32,
     out_len: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
-    let Some(bytes) = state.blob(blob) else { return Ok(HostError::NotFound.code()) };
-    let Some(rest) = bytes.get(offset as usize..) else {
-        return Ok(HostError::InvalidArgument.code());
-    };
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+    let bytes = guest_try!(state.blob(blob), HostError::NotFound);
+    let rest = guest_try!(bytes.get(offset as usize..), HostError::InvalidArgument);
     let n = rest.len().min(out_len as usize).min(i32::MAX as usize);
-    let Some(out) = slice_mut(data, out_ptr, n as u32) else {
-        return Ok(HostError::InvalidArgument.code());
-    };
+    let out = guest_try!(slice_mut(data, out_ptr, n as u32), HostError::InvalidArgument);
     out.copy_from_slice(&rest[..n]);
     Ok(n as i32)
 }

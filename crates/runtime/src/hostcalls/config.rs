@@ -3,7 +3,7 @@
 use edgegate_abi::HostError;
 use wasmtime::Caller;
 
-use super::{enter, slice, slice_mut};
+use super::{enter, guest_try, slice, slice_mut};
 use crate::request::RequestState;
 
 /// Keys longer than this cannot be configured, so they are refused without a lookup.
@@ -16,21 +16,17 @@ pub(super) fn config_get(
     out_ptr: u32,
     out_cap: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
-    if key_len > MAX_KEY {
-        return Ok(HostError::NotFound.code());
-    }
-    let Some(key) = slice(data, key_ptr, key_len).and_then(|k| std::str::from_utf8(k).ok()) else {
-        return Ok(HostError::InvalidArgument.code());
-    };
-    let Some(value) = state.worker.config.get(key) else { return Ok(HostError::NotFound.code()) };
-    let Ok(len) = i32::try_from(value.len()) else { return Ok(HostError::LimitExceeded.code()) };
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+    guest_try!(if key_len > MAX_KEY, HostError::NotFound);
+    let key = guest_try!(
+        slice(data, key_ptr, key_len).and_then(|k| std::str::from_utf8(k).ok()),
+        HostError::InvalidArgument
+    );
+    let value = guest_try!(state.worker.config.get(key), HostError::NotFound);
+    let len = guest_try!(i32::try_from(value.len()).ok(), HostError::LimitExceeded);
     if value.len() <= out_cap as usize {
-        let Some(out) = slice_mut(data, out_ptr, value.len() as u32) else {
-            return Ok(HostError::InvalidArgument.code());
-        };
+        let out =
+            guest_try!(slice_mut(data, out_ptr, value.len() as u32), HostError::InvalidArgument);
         out.copy_from_slice(value.as_bytes());
     }
     Ok(len)
@@ -41,15 +37,12 @@ pub(super) fn config_all(
     out_ptr: u32,
     out_cap: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
     let block = &state.worker.config_block;
-    let Ok(len) = i32::try_from(block.len()) else { return Ok(HostError::LimitExceeded.code()) };
+    let len = guest_try!(i32::try_from(block.len()).ok(), HostError::LimitExceeded);
     if block.len() <= out_cap as usize {
-        let Some(out) = slice_mut(data, out_ptr, block.len() as u32) else {
-            return Ok(HostError::InvalidArgument.code());
-        };
+        let out =
+            guest_try!(slice_mut(data, out_ptr, block.len() as u32), HostError::InvalidArgument);
         out.copy_from_slice(block);
     }
     Ok(len)

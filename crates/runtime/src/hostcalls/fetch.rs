@@ -10,7 +10,7 @@ use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use tracing::Instrument;
 use wasmtime::Caller;
 
-use super::{answer, enter, hostcall_span, kept, slice};
+use super::{answer, enter, guest_try, hostcall_span, kept, slice};
 use crate::escape::escape_control;
 use crate::fetch::FetchError;
 use crate::request::{KeptCall, RequestState};
@@ -41,19 +41,13 @@ pub(super) fn fetch_start(
     req_ptr: u32,
     req_len: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
-    let Some(fetcher) = state.worker.fetcher.clone() else {
-        return Ok(HostError::NotGranted.code());
-    };
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+    let fetcher = guest_try!(state.worker.fetcher.clone(), HostError::NotGranted);
     if state.fetches.started >= state.worker.limits.subrequests {
         fetcher.over_cap();
         return Ok(HostError::LimitExceeded.code());
     }
-    let Some(buf) = slice(data, req_ptr, req_len) else {
-        return Ok(HostError::InvalidArgument.code());
-    };
+    let buf = guest_try!(slice(data, req_ptr, req_len), HostError::InvalidArgument);
     let started =
         decode(buf).and_then(|request| fetcher.start(request, state.worker.limits.subrequest_body));
     match started {
@@ -90,9 +84,7 @@ pub(super) fn fetch_wait<'a>(
     let span = hostcall_span!("fetch", "wait");
     Box::new(Instrument::instrument(
         async move {
-            if enter(&mut caller)?.is_none() {
-                return Ok(HostError::InvalidArgument.code());
-            }
+            guest_try!(if enter(&mut caller)?.is_none(), HostError::InvalidArgument);
             let id = handle.to_le_bytes();
             let is_same =
                 |_: &[u8], call: &KeptCall| call.matches(KeptCall::FETCH, Some(b""), Some(&id));
@@ -100,10 +92,10 @@ pub(super) fn fetch_wait<'a>(
                 return Ok(answer(&mut caller, |_, _| call, response, out_ptr, out_cap));
             }
             let state = caller.data_mut();
-            let Some(task) = state.fetches.pending.get_mut(handle as usize).and_then(Option::take)
-            else {
-                return Ok(HostError::InvalidArgument.code());
-            };
+            let task = guest_try!(
+                state.fetches.pending.get_mut(handle as usize).and_then(Option::take),
+                HostError::InvalidArgument
+            );
             let result = match task.await {
                 Ok(result) => result,
                 Err(e) => Err(FetchError::Unavailable(format!("the fetch task failed: {e}"))),

@@ -10,7 +10,7 @@ use edgegate_image::{Budget, Error, Plan};
 use tracing::Instrument;
 use wasmtime::Caller;
 
-use super::{enter, hostcall_span, slice, slice_mut};
+use super::{enter, guest_try, hostcall_span, slice, slice_mut};
 use crate::escape::escape_control;
 use crate::meter::Stop;
 use crate::request::RequestState;
@@ -33,20 +33,17 @@ pub(super) fn image_probe(
     blob: u32,
     out_ptr: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
-    if state.worker.image.is_none() {
-        return Ok(HostError::NotGranted.code());
-    }
-    let Some(bytes) = state.blob(blob) else { return Ok(HostError::NotFound.code()) };
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+    guest_try!(if state.worker.image.is_none(), HostError::NotGranted);
+    let bytes = guest_try!(state.blob(blob), HostError::NotFound);
     let info = match edgegate_image::probe(bytes) {
         Ok(info) => info,
         Err(e) => return Ok(host_error(&e).code()),
     };
-    let Some(out) = slice_mut(data, out_ptr, edgegate_abi::image::ImageInfo::LEN as u32) else {
-        return Ok(HostError::InvalidArgument.code());
-    };
+    let out = guest_try!(
+        slice_mut(data, out_ptr, edgegate_abi::image::ImageInfo::LEN as u32),
+        HostError::InvalidArgument
+    );
     out.copy_from_slice(&info.encode());
     Ok(0)
 }
@@ -58,20 +55,13 @@ pub(super) fn image_transform<'a>(
     let span = hostcall_span!("image", "transform");
     Box::new(Instrument::instrument(
         async move {
-            let Some((data, state)) = enter(&mut caller)? else {
-                return Ok(HostError::InvalidArgument.code());
-            };
-            let Some(image) = state.worker.image.clone() else {
-                return Ok(HostError::NotGranted.code());
-            };
-            let Some(spec) =
-                slice(data, spec_ptr, spec_len).and_then(|buf| TransformSpec::parse(buf).ok())
-            else {
-                return Ok(HostError::InvalidArgument.code());
-            };
-            let Some(bytes) = state.blob(blob).cloned() else {
-                return Ok(HostError::NotFound.code());
-            };
+            let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+            let image = guest_try!(state.worker.image.clone(), HostError::NotGranted);
+            let spec = guest_try!(
+                slice(data, spec_ptr, spec_len).and_then(|buf| TransformSpec::parse(buf).ok()),
+                HostError::InvalidArgument
+            );
+            let bytes = guest_try!(state.blob(blob).cloned(), HostError::NotFound);
             let limits = image.grant.limits;
             // From the header and markers alone: the pixel and scan caps, the crop, what it
             // will hold, and whether its decoding can end within the request's CPU time and

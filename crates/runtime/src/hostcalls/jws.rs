@@ -5,7 +5,7 @@ use edgegate_abi::HostError;
 use edgegate_abi::jws::{Alg, MAX_KID_LEN, NO_KID};
 use wasmtime::Caller;
 
-use super::{enter, slice};
+use super::{enter, guest_try, slice};
 use crate::keys::VerifyError;
 use crate::request::RequestState;
 
@@ -28,27 +28,19 @@ pub(super) fn jws_verify(
     sig_len: u32,
 ) -> wasmtime::Result<i32> {
     let _span = super::hostcall_span!("jwt", "verify").entered();
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
-    let Some(keys) = &state.worker.keys else { return Ok(HostError::NotGranted.code()) };
-    let Some(alg) = Alg::from_code(alg) else { return Ok(HostError::InvalidArgument.code()) };
-    if input_len > MAX_INPUT || sig_len > MAX_SIGNATURE {
-        return Ok(HostError::LimitExceeded.code());
-    }
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+    let keys = guest_try!(&state.worker.keys, HostError::NotGranted);
+    let alg = guest_try!(Alg::from_code(alg), HostError::InvalidArgument);
+    guest_try!(if input_len > MAX_INPUT || sig_len > MAX_SIGNATURE, HostError::LimitExceeded);
     let kid = match kid_len {
         NO_KID => None,
-        len if len as usize > MAX_KID_LEN => return Ok(HostError::LimitExceeded.code()),
-        len => match slice(data, kid_ptr, len) {
-            Some(kid) => Some(kid),
-            None => return Ok(HostError::InvalidArgument.code()),
-        },
+        len => {
+            guest_try!(if len as usize > MAX_KID_LEN, HostError::LimitExceeded);
+            Some(guest_try!(slice(data, kid_ptr, len), HostError::InvalidArgument))
+        }
     };
-    let (Some(input), Some(signature)) =
-        (slice(data, input_ptr, input_len), slice(data, sig_ptr, sig_len))
-    else {
-        return Ok(HostError::InvalidArgument.code());
-    };
+    let input = guest_try!(slice(data, input_ptr, input_len), HostError::InvalidArgument);
+    let signature = guest_try!(slice(data, sig_ptr, sig_len), HostError::InvalidArgument);
     Ok(match keys.load().verify(kid, alg, input, signature) {
         Ok(()) => 0,
         Err(VerifyError::UnknownKey) => HostError::NotFound.code(),

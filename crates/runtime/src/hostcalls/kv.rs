@@ -19,7 +19,7 @@ use wasmtime::Caller;
 
 use tracing::Instrument;
 
-use super::{answer, enter, hostcall_span, kept, slice, slice_mut};
+use super::{answer, enter, guest_try, hostcall_span, kept, slice, slice_mut};
 use crate::request::{KeptCall, RequestState};
 
 type HostFuture<'a> = Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a>;
@@ -129,16 +129,6 @@ fn memory_get(
     Some(found.ok_or(HostError::InvalidArgument))
 }
 
-/// Unwraps the guest's error code, returning it from the hostcall.
-macro_rules! guest_try {
-    ($e:expr) => {
-        match $e {
-            Ok(value) => value,
-            Err(error) => return Ok(HostError::code(error)),
-        }
-    };
-}
-
 pub(super) fn kv_get<'a>(
     mut caller: Caller<'a, RequestState>,
     (ns_ptr, ns_len, key_ptr, key_len, out_ptr, out_cap): (u32, u32, u32, u32, u32, u32),
@@ -153,7 +143,7 @@ pub(super) fn kv_get<'a>(
         }
         let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
         if let Some(found) = memory_get(&mut caller, ns, key_ptr, key_len) {
-            let Some(value) = guest_try!(found) else { return Ok(HostError::NotFound.code()) };
+            let value = guest_try!(guest_try!(found), HostError::NotFound);
             let call = |data: &[u8], state: &RequestState| {
                 let key = slice(data, key_ptr, key_len).unwrap_or_default();
                 KeptCall::new(KeptCall::GET, &state.worker.kv[ns].name, key)
@@ -271,9 +261,7 @@ pub(super) fn kv_put_batch<'a>(
             guest_try!(HeaderBlock::parse_entries(&block).map_err(|_| HostError::InvalidArgument));
         let entries: Vec<(&[u8], &[u8])> = parsed.iter().collect();
         for (key, value) in &entries {
-            if key.len() > MAX_KEY_LEN {
-                return Ok(HostError::LimitExceeded.code());
-            }
+            guest_try!(if key.len() > MAX_KEY_LEN, HostError::LimitExceeded);
             guest_try!(check_value(&caller, value.len()));
         }
         let ops = entries.len().max(1) as u32;
@@ -311,18 +299,12 @@ pub(super) fn kv_incr<'a>(
         let ttl = guest_try!(ttl(ttl_ms));
         let key = guest_try!(Key::read(data(&mut caller), key_ptr, key_len));
         // Checked before the increment, so that a bad pointer cannot lose one.
-        if slice(data(&mut caller), out_ptr, 8).is_none() {
-            return Ok(HostError::InvalidArgument.code());
-        }
+        guest_try!(if slice(data(&mut caller), out_ptr, 8).is_none(), HostError::InvalidArgument);
         match store.observed(Op::Incr, store.incr(key.bytes(), delta, ttl)).await {
             Ok(sum) => {
-                let Some((data, _)) = super::memory(&mut caller) else {
-                    return Ok(HostError::InvalidArgument.code());
-                };
-                match slice_mut(data, out_ptr, 8) {
-                    Some(out) => out.copy_from_slice(&sum.to_le_bytes()),
-                    None => return Ok(HostError::InvalidArgument.code()),
-                }
+                let (data, _) = guest_try!(super::memory(&mut caller), HostError::InvalidArgument);
+                let out = guest_try!(slice_mut(data, out_ptr, 8), HostError::InvalidArgument);
+                out.copy_from_slice(&sum.to_le_bytes());
                 Ok(0)
             }
             Err(e) => Ok(failed(caller.data(), ns, &e)),
@@ -361,14 +343,10 @@ pub(super) fn kv_list<'a>(
         }
         let ns = guest_try!(open(&mut caller, ns_ptr, ns_len, 1)?);
         let store = store(&caller, ns);
-        if limit > MAX_LIST {
-            return Ok(HostError::LimitExceeded.code());
-        }
+        guest_try!(if limit > MAX_LIST, HostError::LimitExceeded);
         let prefix = guest_try!(Key::read(data(&mut caller), prefix_ptr, prefix_len));
         let after = guest_try!(Key::read(data(&mut caller), after_ptr, after_len));
-        let Some(fingerprint) = input(data(&mut caller)) else {
-            return Ok(HostError::InvalidArgument.code());
-        };
+        let fingerprint = guest_try!(input(data(&mut caller)), HostError::InvalidArgument);
         match store
             .observed(Op::List, store.list(prefix.bytes(), after.bytes(), limit as usize))
             .await

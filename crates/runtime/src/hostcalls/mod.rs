@@ -23,6 +23,34 @@ use edgegate_abi::HostError;
 
 use crate::request::{Kept, KeptCall, RequestState};
 
+/// A host call's refusal of what the guest asked: returns the [`HostError`]'s code from the
+/// host call, so the guest sees an error and the request goes on.
+///
+/// * `guest_try!(result)` unwraps a `Result<T, HostError>`;
+/// * `guest_try!(option, error)` unwraps an `Option<T>`, refusing with `error` on `None`;
+/// * `guest_try!(if condition, error)` refuses with `error` when `condition` holds.
+///
+/// A trap (a spent budget, a broken store) is not a refusal: it stays the host call's `Err`.
+macro_rules! guest_try {
+    (if $condition:expr, $error:expr) => {
+        if $condition {
+            return Ok($error.code());
+        }
+    };
+    ($option:expr, $error:expr) => {
+        match $option {
+            Some(value) => value,
+            None => return Ok($error.code()),
+        }
+    };
+    ($result:expr) => {
+        match $result {
+            Ok(value) => value,
+            Err(error) => return Ok(HostError::code(error)),
+        }
+    };
+}
+
 /// The trace span of one host call of `class` (`kv`, `fetch`, `jwt`): a child of the guest's
 /// span, named like `kv get`. Disabled, and almost free, unless spans are exported.
 macro_rules! hostcall_span {
@@ -35,6 +63,7 @@ macro_rules! hostcall_span {
         )
     };
 }
+use guest_try;
 pub(crate) use hostcall_span;
 
 /// A linker with every host function of ABI v1.

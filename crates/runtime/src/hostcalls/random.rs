@@ -3,7 +3,7 @@
 use edgegate_abi::HostError;
 use wasmtime::Caller;
 
-use super::{enter, slice_mut};
+use super::{enter, guest_try, slice_mut};
 use crate::request::RequestState;
 
 /// At most this many bytes per call.
@@ -14,11 +14,9 @@ pub(super) fn random_fill(
     ptr: u32,
     len: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, _)) = enter(&mut caller)? else { return Ok(HostError::InvalidArgument.code()) };
-    if len > MAX_BYTES {
-        return Ok(HostError::LimitExceeded.code());
-    }
-    let Some(out) = slice_mut(data, ptr, len) else { return Ok(HostError::InvalidArgument.code()) };
+    let (data, _) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+    guest_try!(if len > MAX_BYTES, HostError::LimitExceeded);
+    let out = guest_try!(slice_mut(data, ptr, len), HostError::InvalidArgument);
     match getrandom::fill(out) {
         Ok(()) => Ok(0),
         Err(_) => Ok(HostError::Unavailable.code()),

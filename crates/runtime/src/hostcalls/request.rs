@@ -3,7 +3,7 @@
 use edgegate_abi::HostError;
 use wasmtime::Caller;
 
-use super::{enter, slice_mut};
+use super::{enter, guest_try, slice_mut};
 use crate::request::RequestState;
 
 pub(super) fn request_read(
@@ -11,13 +11,9 @@ pub(super) fn request_read(
     ptr: u32,
     len: u32,
 ) -> wasmtime::Result<i32> {
-    let Some((data, state)) = enter(&mut caller)? else {
-        return Ok(HostError::InvalidArgument.code());
-    };
-    if len != state.request_len {
-        return Ok(HostError::InvalidArgument.code());
-    }
-    let Some(out) = slice_mut(data, ptr, len) else { return Ok(HostError::InvalidArgument.code()) };
+    let (data, state) = guest_try!(enter(&mut caller)?, HostError::InvalidArgument);
+    guest_try!(if len != state.request_len, HostError::InvalidArgument);
+    let out = guest_try!(slice_mut(data, ptr, len), HostError::InvalidArgument);
     match edgegate_abi::request::encode(&state.request.parts(), out) {
         Ok(()) => Ok(0),
         Err(_) => Ok(HostError::InvalidArgument.code()),
