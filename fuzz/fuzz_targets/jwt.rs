@@ -5,7 +5,8 @@
 //! whatever passes can be read completely.
 #![no_main]
 
-use edgegate_sdk::jwt::{self, Alg, Error, Validation, Verifier, json};
+use edgegate_sdk::json;
+use edgegate_sdk::jwt::{self, Alg, Error, Validation, Verifier};
 use libfuzzer_sys::fuzz_target;
 
 struct AcceptAll;

@@ -1,4 +1,5 @@
-//! A strict, zero-copy JSON reader for JOSE headers and JWT claims.
+//! A strict, zero-copy JSON reader: JOSE headers, JWT claims, JWKS files, and any document a
+//! worker or the host must read exactly as written.
 //!
 //! [`parse`] checks a whole document once against RFC 8259 (UTF-8, string escapes, surrogate
 //! pairs, number grammar, nesting at most [`MAX_DEPTH`]) and refuses an object that names a key

@@ -46,6 +46,7 @@ mod blob;
 pub mod fetch;
 pub mod host;
 pub mod image;
+pub mod json;
 pub mod jwt;
 pub mod kv;
 mod request;

@@ -19,7 +19,7 @@
 //! static BAD: StaticRoutes<u8> = StaticRoutes::new(&[("b", 1), ("a", 2)]);
 //! ```
 
-use crate::jwt::json::JsonStr;
+use crate::json::JsonStr;
 
 /// A sorted, duplicate-free table from string keys to values.
 #[derive(Debug)]
@@ -75,7 +75,7 @@ impl<V> StaticRoutes<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jwt::json;
+    use crate::json;
 
     static TABLE: StaticRoutes<u32> =
         StaticRoutes::new(&[("a", 1), ("ab", 2), ("b", 3), ("service-a", 4), ("service-b", 5)]);

@@ -33,7 +33,7 @@ extern crate alloc;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use edgegate_sdk::jwt::json::Value;
+use edgegate_sdk::json::Value;
 use edgegate_sdk::jwt::{self, Jwt, Validation};
 use edgegate_sdk::router::StaticRoutes;
 use edgegate_sdk::{Forward, LogLevel, Request, Response, host};
@@ -224,7 +224,7 @@ edgegate_sdk::export!(handle);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edgegate_sdk::jwt::json;
+    use edgegate_sdk::json;
 
     #[test]
     fn claims_become_header_values_or_nothing() {

@@ -25,7 +25,7 @@ use alloc::vec::Vec;
 
 use edgegate_sdk::fetch::{self, FetchRequest, Pending};
 use edgegate_sdk::host::Config;
-use edgegate_sdk::jwt::json;
+use edgegate_sdk::json;
 use edgegate_sdk::{HostError, Request, Response};
 
 /// At most this many upstreams (the gateway's subrequest cap is 32 by default).

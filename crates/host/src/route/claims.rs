@@ -20,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use edgegate_runtime::Keys;
 use edgegate_runtime::keys::{Alg, KeySet, VerifyError};
-use edgegate_sdk::jwt::json::{JsonStr, Value};
+use edgegate_sdk::json::{JsonStr, Value};
 use edgegate_sdk::jwt::{self, Jwt, Validation, Verifier};
 use http::HeaderMap;
 

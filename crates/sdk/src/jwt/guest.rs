@@ -12,8 +12,8 @@
 
 use alloc::vec::Vec;
 
-use super::json::{self, Object, Value};
 use super::{Alg, Error, MAX_KID_LEN, Verifier, b64};
+use crate::json::{self, Object, Value};
 
 /// The configuration key [`GuestKeys::from_config`] reads.
 pub const JWKS_CONFIG_KEY: &str = "jwt.jwks";

@@ -43,15 +43,14 @@ mod b64;
     feature = "guest-ed25519"
 ))]
 pub mod guest;
-pub mod json;
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::json::{self, JsonError, JsonStr, Object, Value};
 use edgegate_abi::HostError;
 pub use edgegate_abi::jws::{Alg, MAX_KID_LEN};
-use json::{JsonError, JsonStr, Object, Value};
 
 use crate::{ErrorCode, Request, Response};
 
