@@ -96,7 +96,7 @@ impl BenchCommand {
     /// Runs the plan and writes the report.
     pub fn execute(self) -> anyhow::Result<()> {
         if let Some(file) = &self.write_image {
-            std::fs::write(file, workload::sample_jpeg())
+            std::fs::write(file, workload::photo::jpeg())
                 .with_context(|| format!("writing {}", file.display()))?;
             println!("wrote {} (a 1600×1200 JPEG)", file.display());
             return Ok(());

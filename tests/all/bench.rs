@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use edgegate_bench::workload::{IMAGE_SIZE, RESIZED, jpeg_size, sample_jpeg};
+use edgegate_bench::workload::{RESIZED, jpeg_size};
+use edgegate_testkit::photo;
 
 use crate::support::{Gateway, get, http, post};
 
@@ -224,8 +225,8 @@ fn the_demo_resizes_a_jpeg_and_refuses_what_is_not_one() {
         .unwrap();
     assert!(out.status.success());
     let jpeg = std::fs::read(image.path()).unwrap();
-    assert_eq!(jpeg, sample_jpeg().as_ref());
-    assert_eq!(jpeg_size(&jpeg), Some(IMAGE_SIZE));
+    assert_eq!(jpeg, photo::jpeg());
+    assert_eq!(jpeg_size(&jpeg), Some(photo::SIZE));
 
     let gw = Gateway::demo(&[]);
     let reply = post(gw.addr, "/resize", &jpeg);

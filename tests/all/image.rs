@@ -2,7 +2,8 @@
 //! the host) and `image-resize-wasm` (pure Rust in Wasm), bad pictures, and a decompression
 //! bomb, which must be refused before the gateway allocates for it.
 
-use edgegate_bench::workload::{Expect, RESIZED, sample_jpeg};
+use edgegate_bench::workload::{Expect, RESIZED};
+use edgegate_testkit::photo;
 
 use crate::support::{Gateway, post};
 
@@ -25,7 +26,7 @@ fn claiming(jpeg: &[u8], w: u16, h: u16) -> Vec<u8> {
 #[test]
 fn both_image_workers_pass_the_lab_s_answer_check() {
     let gw = Gateway::demo(&[]);
-    let jpeg = sample_jpeg();
+    let jpeg = photo::jpeg();
     let expect = Expect::Jpeg(RESIZED.0, RESIZED.1);
     for path in ["/resize", "/resize-wasm"] {
         let reply = post(gw.addr, path, &jpeg);
@@ -37,7 +38,7 @@ fn both_image_workers_pass_the_lab_s_answer_check() {
 #[test]
 fn bad_pictures_get_400_and_a_bomb_gets_413_without_memory() {
     let gw = Gateway::demo(&[]);
-    let jpeg = sample_jpeg();
+    let jpeg = photo::jpeg();
     let mut corrupt = jpeg.to_vec();
     let middle = corrupt.len() / 2;
     corrupt[middle..middle + 256].fill(0xff);
@@ -68,7 +69,7 @@ fn bad_pictures_get_400_and_a_bomb_gets_413_without_memory() {
 #[test]
 fn progressive_scan_bombs_are_refused_and_hold_no_image_thread() {
     let gw = Gateway::demo(&[]);
-    let jpeg = sample_jpeg();
+    let jpeg = photo::jpeg();
     let bombs = [
         edgegate_testkit::jpeg::progressive(6320, 6320, false, 883),
         edgegate_testkit::jpeg::progressive(6320, 6320, false, 100),

@@ -14,6 +14,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64ct::{Base64UrlUnpadded, Encoding};
 use bytes::Bytes;
+/// The image-resize input, which the lab writes out with `edgegate bench --write-image`.
+pub use edgegate_testkit::photo;
 use http::{HeaderName, HeaderValue, Method, Uri};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -26,9 +28,7 @@ pub const SECRET: &str = "edgegate-bench-hs256-secret-0123456789";
 pub const ISSUER: &str = "edgegate-bench";
 /// How many profiles the db-lookup store holds.
 pub const PROFILES: usize = 100;
-/// The image-resize input size.
-pub const IMAGE_SIZE: (u16, u16) = (1600, 1200);
-/// The image-resize output size.
+/// The image-resize output size (the input is [`edgegate_testkit::photo`]).
 pub const RESIZED: (u16, u16) = (640, 480);
 
 /// One workload.
@@ -179,7 +179,7 @@ impl Fixtures {
             token,
             decision,
             profiles: profiles(),
-            image: sample_jpeg(),
+            image: Bytes::from(photo::jpeg()),
             orders: crate::orders::orders(),
             catalog: crate::orders::catalog_ndjson(),
         }
@@ -338,36 +338,6 @@ fn profiles() -> Vec<(String, Bytes)> {
         .collect()
 }
 
-/// The image-resize input: a 1600×1200 picture (gradients, rings and a little noise, so it
-/// compresses like a photo rather than like a flat colour), as a quality-85 JPEG.
-pub fn sample_jpeg() -> Bytes {
-    let (w, h) = IMAGE_SIZE;
-    let mut rgb = Vec::with_capacity(usize::from(w) * usize::from(h) * 3);
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    for y in 0..h {
-        for x in 0..w {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let noise = (seed % 24) as f32 - 12.0;
-            let (fx, fy) = (f32::from(x) / f32::from(w), f32::from(y) / f32::from(h));
-            let d = ((fx - 0.6).powi(2) + (fy - 0.4).powi(2)).sqrt();
-            let ring = (d * 40.0).sin() * 40.0;
-            let px = |v: f32| (v + noise).clamp(0.0, 255.0) as u8;
-            rgb.extend_from_slice(&[
-                px(fx * 200.0 + ring),
-                px(fy * 180.0 + 30.0),
-                px((1.0 - fx) * 150.0 + ring * 0.5),
-            ]);
-        }
-    }
-    let mut out = Vec::new();
-    jpeg_encoder::Encoder::new(&mut out, 85)
-        .encode(&rgb, w, h, jpeg_encoder::ColorType::Rgb)
-        .expect("a 1600×1200 RGB image encodes");
-    Bytes::from(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,7 +349,7 @@ mod tests {
         assert_eq!(f.decision.len(), 128);
         assert_eq!(f.profiles.len(), PROFILES);
         assert!(f.profiles.iter().all(|(_, v)| v.len() == 256));
-        assert_eq!(jpeg_size(&f.image), Some(IMAGE_SIZE));
+        assert_eq!(jpeg_size(&f.image), Some(photo::SIZE));
         let ndjson = f.profiles_ndjson();
         assert_eq!(ndjson.lines().count(), PROFILES);
         let back: serde_json::Value = serde_json::from_str(ndjson.lines().next().unwrap()).unwrap();
@@ -417,8 +387,8 @@ mod tests {
         assert!(body.check(200, b"{ }").is_err());
         assert!(body.check(500, b"{}").is_err());
         let jpeg = Expect::Jpeg(1600, 1200);
-        assert!(jpeg.check(200, &sample_jpeg()).is_ok());
-        assert!(Expect::Jpeg(640, 480).check(200, &sample_jpeg()).is_err());
+        assert!(jpeg.check(200, &photo::jpeg()).is_ok());
+        assert!(Expect::Jpeg(640, 480).check(200, &photo::jpeg()).is_err());
         assert!(jpeg.check(200, b"\xFF\xD8 truncated").is_err());
     }
 

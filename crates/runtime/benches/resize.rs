@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
         Some(ImageGrant::default()),
     );
     let wasm = worker(&runtime, "image-resize-wasm", edgegate_guests::IMAGE_RESIZE_WASM, None);
-    let jpeg = edgegate_bench::workload::sample_jpeg();
+    let jpeg = bytes::Bytes::from(edgegate_testkit::photo::jpeg());
     let mut request = GuestRequest {
         uri: "/resize".parse().unwrap(),
         body: jpeg.clone(),

@@ -9,7 +9,7 @@ use super::*;
 
 fn picture() -> Bytes {
     static PICTURE: OnceLock<Bytes> = OnceLock::new();
-    PICTURE.get_or_init(edgegate_bench::workload::sample_jpeg).clone()
+    PICTURE.get_or_init(|| Bytes::from(edgegate_testkit::photo::jpeg())).clone()
 }
 
 fn resizer(limits: Limits, image: Option<ImageGrant>) -> Worker {
