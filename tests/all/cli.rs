@@ -1,5 +1,6 @@
 //! `edgegate check`, configuration errors, and exit codes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};
 
 use crate::support::{runtime_section, write_config};
@@ -107,4 +108,132 @@ fn serve_refuses_a_broken_config_with_exit_1() {
 fn usage_errors_exit_2() {
     assert_eq!(edgegate(&["serve", "--no-such-flag"]).status.code(), Some(2));
     assert_eq!(edgegate(&["frobnicate"]).status.code(), Some(2));
+}
+
+/// What one `--help` names.
+struct Help {
+    /// Long flags, `--help` and `--version` left out.
+    flags: BTreeSet<String>,
+    /// The values a flag takes, where clap lists them.
+    values: BTreeMap<String, BTreeSet<String>>,
+    positionals: BTreeSet<String>,
+    commands: BTreeSet<String>,
+}
+
+fn help_of(args: &[&str]) -> Help {
+    let mut args = args.to_vec();
+    args.push("--help");
+    let out = edgegate(&args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut flags = BTreeSet::new();
+    let mut section = "";
+    let mut commands = BTreeSet::new();
+    let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut flag = String::new();
+    for line in text.lines() {
+        if !line.starts_with(' ') && line.ends_with(':') {
+            section = line;
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let indent = line.len() - line.trim_start().len();
+        match (section, words.as_slice()) {
+            ("Options:", [first, rest @ ..]) if first.starts_with('-') && indent <= 6 => {
+                let long =
+                    if first.starts_with("--") { first } else { rest.first().unwrap_or(first) };
+                flag = long.trim_end_matches(',').to_owned();
+                flags.insert(flag.clone());
+            }
+            ("Options:", ["-", value, ..]) if value.ends_with(':') => {
+                let value = value.trim_end_matches(':').to_owned();
+                values.entry(flag.clone()).or_default().insert(value);
+            }
+            ("Commands:", [name, ..]) if indent == 2 => {
+                commands.insert((*name).to_owned());
+            }
+            _ => {}
+        }
+    }
+    flags.retain(|f| !matches!(f.as_str(), "--help" | "--version"));
+    commands.remove("help");
+    let usage = text.lines().find(|l| l.starts_with("Usage:")).unwrap();
+    let positionals = usage
+        .split_whitespace()
+        .filter(|w| w.contains('<') && !w.contains("OPTIONS") && !w.contains("COMMAND"))
+        .map(|w| w.trim_matches(|c| "[]<>.".contains(c)).to_owned())
+        .collect();
+    Help { flags, values, positionals, commands }
+}
+
+#[test]
+fn the_documented_command_line_is_the_one_clap_parses() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md"))
+            .unwrap();
+    let block = docs.split("## The command line").nth(1).unwrap();
+    let block = block.split("```text\n").nth(1).unwrap().split("```").next().unwrap();
+    let benchmarks =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md"))
+            .unwrap();
+    let top = help_of(&[]);
+    let global = top.flags;
+    let mut documented = BTreeSet::new();
+    for line in block.lines() {
+        let line = line.split('#').next().unwrap();
+        let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+        let command = words
+            .iter()
+            .find(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+            .unwrap_or_else(|| panic!("no subcommand in `{line}`"));
+        documented.insert((*command).to_owned());
+        let flags: BTreeSet<String> = words
+            .iter()
+            .filter_map(|w| w.trim_start_matches(['[', '|']).split(['|', ']']).next())
+            .filter(|w| w.starts_with("--"))
+            .map(str::to_owned)
+            .collect();
+        let help = help_of(&[command]);
+        let clap = help.flags;
+        for (i, word) in words.iter().enumerate() {
+            let flag = word.trim_start_matches('[');
+            let values = help.values.get(flag).or_else(|| top.values.get(flag));
+            if let (Some(values), Some(written)) = (values, words.get(i + 1)) {
+                let written: BTreeSet<String> =
+                    written.trim_end_matches(']').split('|').map(str::to_owned).collect();
+                assert_eq!(&written, values, "`{command}`: the values of {flag}");
+            }
+        }
+        let unknown: Vec<_> = flags.difference(&clap).collect();
+        assert!(
+            unknown.is_empty(),
+            "`{command}`: documented flags clap does not know: {unknown:?}"
+        );
+        let undocumented: Vec<_> =
+            clap.difference(&flags).filter(|f| !global.contains(*f)).collect();
+        if *command == "bench" {
+            // The rest of the lab's flags are listed in benchmarks.md.
+            let missing: Vec<_> =
+                undocumented.iter().filter(|f| !benchmarks.contains(&format!("`{f}"))).collect();
+            assert!(
+                missing.is_empty(),
+                "bench flags in neither synopsis nor benchmarks.md: {missing:?}"
+            );
+        } else {
+            assert!(
+                undocumented.is_empty(),
+                "`{command}`: flags the synopsis lacks: {undocumented:?}"
+            );
+        }
+        for name in help.positionals.iter().chain(&help.commands) {
+            assert!(
+                words.iter().any(|w| w.split(['[', ']', '|']).any(|p| p == name)),
+                "`{command}`: `{name}` is not in `{line}`"
+            );
+        }
+    }
+    assert_eq!(documented, top.commands, "the synopsis names every subcommand");
+    for flag in &global {
+        assert!(block.contains(flag.as_str()), "the global flag {flag} is documented");
+    }
 }

@@ -337,3 +337,50 @@ fn a_circle_between_siblings_is_found_and_nothing_else_is() {
     let circles = graph.circles();
     assert_eq!(circles, [vec![m("a"), m("b")]], "{}", graph.describe(&circles[0]));
 }
+
+/// The source files of a crate's `src` folder, relative to it, tests left out.
+fn source_files(src: &Path) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let relative = path.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+            let test = relative.starts_with("tests") || relative.ends_with("/tests.rs");
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !test {
+                files.insert(relative);
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn the_map_names_every_source_file_and_only_those() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let map = fs::read_to_string(repo.join("docs/map.md")).unwrap();
+    let mut named: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut section = None;
+    for line in map.lines() {
+        let spans = line.split('`').skip(1).step_by(2);
+        if line.starts_with("## ") {
+            section = spans.clone().find(|s| s.ends_with("/src")).map(str::to_owned);
+            continue;
+        }
+        let Some(src) = &section else { continue };
+        for span in spans.filter(|s| s.ends_with(".rs")) {
+            named.entry(src.clone()).or_default().insert(span.to_owned());
+        }
+    }
+    let sections: Vec<_> = named.keys().map(String::as_str).collect();
+    assert_eq!(sections, ["crates/bench/src", "crates/host/src", "crates/runtime/src"]);
+    for (src, named) in &named {
+        let files = source_files(&repo.join(src));
+        let missing: Vec<_> = files.difference(named).collect();
+        let stale: Vec<_> = named.difference(&files).collect();
+        assert!(missing.is_empty(), "docs/map.md does not name these files of {src}: {missing:?}");
+        assert!(stale.is_empty(), "docs/map.md names files {src} does not have: {stale:?}");
+    }
+}

@@ -1,4 +1,4 @@
-//! `[upstreams.NAME]` and `[fetch]`: where workers' requests go out, and the pools they use.
+//! `[upstreams.NAME]`: where workers' forward directives send requests, and the pools they use.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -39,7 +39,7 @@ pub(crate) struct Access<'a> {
 }
 
 /// One line per request, at a level set by who failed: info for success and client errors,
-/// warn for workers, error for the host.
+/// warn for workers and upstreams, error for the host.
 pub(crate) fn log(access: &Access<'_>) {
     let Access { id, method, path, logged, status, error, .. } = *access;
     let trace_id = access.trace_id.unwrap_or("-");
