@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::support::{Gateway, get, http, spinning_hostile};
+use crate::support::{Gateway, get, http, metric_total, spinning_hostile, wait_until};
 
 fn config(server: &str) -> String {
     spinning_hostile(server, r#", request_body = "1KiB""#)
@@ -57,8 +57,10 @@ fn past_the_concurrency_limit_requests_get_503_with_retry_after() {
     let gw = Gateway::start(&config("max_concurrency = 1\nqueue_timeout = \"50ms\""));
     let addr = gw.addr;
     let busy = std::thread::spawn(move || get(addr, "/h/spin?ms=2500").status);
-    // The slow request holds the only slot well past this point.
-    std::thread::sleep(Duration::from_millis(700));
+    // The slow request holds the only slot until it has spun.
+    wait_until("the slow request holds the slot", || {
+        metric_total(&gw, "edgegate_instance_slots_in_use") == 1
+    });
     let reply = get(gw.addr, "/h/ok");
     assert_eq!((reply.status, reply.error().as_str()), (503, "overloaded"));
     assert_eq!(reply.header("retry-after"), Some("1"));

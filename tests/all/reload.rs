@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
-use crate::support::{Gateway, get, http, post, runtime_section};
+use crate::support::{
+    Gateway, get, http, metric_line, metric_total, post, runtime_section, wait_until,
+};
 
 const TOKEN: &str = "reload-s3cret";
 const BODY: &[u8] = br#"{ "a" : 1 }"#;
@@ -30,11 +32,6 @@ fn reload(gw: &Gateway, token: Option<&str>) -> crate::support::Reply {
     let headers: Vec<(&str, &str)> =
         auth.as_deref().map(|a| vec![("Authorization", a)]).unwrap_or_default();
     http(gw.admin, "POST", "/reload", &headers, b"")
-}
-
-fn metric(gw: &Gateway, line_start: &str) -> Option<String> {
-    let text = get(gw.admin, "/metrics").text();
-    text.lines().find(|l| l.starts_with(line_start)).map(str::to_owned)
 }
 
 #[test]
@@ -65,7 +62,7 @@ fn post_reload_and_sighup_swap_the_worker_and_say_so() {
     let v2 = post(gw.addr, "/w", BODY).text();
     assert_ne!(v2, v1, "the new version answers");
     let info = format!("edgegate_worker_info{{worker=\"w\",digest=\"{digest2}\"}} 1");
-    assert!(metric(&gw, &info).is_some(), "no `{info}` in /metrics");
+    assert!(metric_line(&gw, &info).is_some(), "no `{info}` in /metrics");
 
     // SIGHUP reloads too.
     deploy(&module, edgegate_guests::ECHO_JSON);
@@ -76,7 +73,7 @@ fn post_reload_and_sighup_swap_the_worker_and_say_so() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(
-        metric(&gw, "edgegate_config_generation ").as_deref(),
+        metric_line(&gw, "edgegate_config_generation ").as_deref(),
         Some("edgegate_config_generation 3")
     );
 
@@ -91,8 +88,8 @@ fn post_reload_and_sighup_swap_the_worker_and_say_so() {
     );
     assert!(refused["message"].as_str().unwrap().contains("workers.w.module"), "{refused}");
     assert_eq!(post(gw.addr, "/w", BODY).text(), v1);
-    assert!(metric(&gw, "edgegate_reloads_total{result=\"ok\"} 2").is_some());
-    assert!(metric(&gw, "edgegate_reloads_total{result=\"error\"} 1").is_some());
+    assert!(metric_line(&gw, "edgegate_reloads_total{result=\"ok\"} 2").is_some());
+    assert!(metric_line(&gw, "edgegate_reloads_total{result=\"error\"} 1").is_some());
 
     // The access log names the version that served each request.
     let (_, log) = gw.stop();
@@ -161,7 +158,7 @@ fn watch_reloads_a_changed_module() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        metric(&gw, "edgegate_config_generation ").as_deref(),
+        metric_line(&gw, "edgegate_config_generation ").as_deref(),
         Some("edgegate_config_generation 2")
     );
 }
@@ -210,9 +207,13 @@ fn a_binary_upgrade_under_load_refuses_and_fails_nothing() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_until("the old process serves the load", || {
+        metric_total(&old, "edgegate_requests_total") > 100
+    });
     let mut new = Gateway::start_with(&config, &["--listen", &addr.to_string()], &[]);
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_until("the new process serves its share", || {
+        metric_total(&new, "edgegate_requests_total") > 100
+    });
     old.signal(Signal::TERM);
     assert_eq!(old.wait(Duration::from_secs(30)).and_then(|s| s.code()), Some(0));
     let text = wrk_result(keep_alive);
@@ -310,7 +311,7 @@ end
     .unwrap();
     // Each wrk thread has its own Lua state: `done` adds up the threads' counts.
     let wrk = wrk(&["-t1", "-c8", "-d20s", "-s", lua.to_str().unwrap()], gw.addr, "/w");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("wrk's load arrives", || metric_total(&gw, "edgegate_requests_total") > 0);
     let started = Instant::now();
     reload_storm(&gw, &module);
     assert!(started.elapsed() < Duration::from_secs(19), "wrk ended before the reloads did");
@@ -318,7 +319,7 @@ end
     assert!(text.contains("BAD 0\n"), "wrong or failed answers:\n{text}");
     assert_eq!(answer(), v2, "the last version answers");
     assert_eq!(
-        metric(&gw, "edgegate_config_generation ").as_deref(),
+        metric_line(&gw, "edgegate_config_generation ").as_deref(),
         Some("edgegate_config_generation 102")
     );
 }
@@ -354,7 +355,7 @@ fn h2load_sees_no_failed_stream_across_100_reloads() {
         .expect("running h2load");
     // The reloads go on for as long as h2load runs (each round of 110 takes about 0.6 s
     // here, the requests about 3 s), whatever the machine's speed.
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("h2load's load arrives", || metric_total(&gw, "edgegate_requests_total") > 0);
     let mut rounds = 0;
     while rounds == 0 || h2load.try_wait().unwrap().is_none() {
         reload_storm(&gw, &module);

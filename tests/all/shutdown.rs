@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use rustix::process::Signal;
 
-use crate::support::{Gateway, get, read_one, read_reply, spinning_hostile};
+use crate::support::{
+    Gateway, get, metric_line, metric_total, read_one, read_reply, spinning_hostile, wait_until,
+};
 
 fn config() -> String {
     spinning_hostile("", "")
@@ -18,9 +20,12 @@ fn sigterm_drains_in_flight_requests_then_exits_0() {
     let mut gw = Gateway::start(&config());
     let (addr, admin) = (gw.addr, gw.admin);
     let in_flight = std::thread::spawn(move || get(addr, "/h/spin?ms=2000"));
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until("the request is in flight", || {
+        metric_total(&gw, "edgegate_instance_slots_in_use") == 1
+    });
     gw.signal(Signal::TERM);
-    std::thread::sleep(Duration::from_millis(300));
+    // The listeners close before /healthz says the gateway drains.
+    wait_until("/healthz says draining", || get(admin, "/healthz").status == 503);
 
     // Draining: no new connections, and health checks say so.
     assert!(TcpStream::connect(addr).is_err(), "still accepting after SIGTERM");
@@ -73,10 +78,11 @@ fn a_drain_answers_the_next_request_on_a_fresh_or_keep_alive_connection() {
     kept.write_all(request).unwrap();
     let first = read_one(&mut kept);
     assert!(first.starts_with("http/1.1 200") && !first.contains("connection: close"), "{first}");
-    // Both connections were accepted before the signal.
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until("both connections are accepted", || {
+        metric_line(&gw, "edgegate_connections_open{listener=\"http\"} 2").is_some()
+    });
     gw.signal(Signal::TERM);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("/healthz says draining", || get(gw.admin, "/healthz").status == 503);
 
     for (name, stream) in [("fresh", &mut fresh), ("keep-alive", &mut kept)] {
         stream.write_all(request).unwrap();

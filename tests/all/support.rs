@@ -40,6 +40,31 @@ pub fn counter(gw: &Gateway, series: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The first line of `gw`'s `/metrics` that starts with `line_start`.
+pub fn metric_line(gw: &Gateway, line_start: &str) -> Option<String> {
+    let text = get(gw.admin, "/metrics").text();
+    text.lines().find(|l| l.starts_with(line_start)).map(str::to_owned)
+}
+
+/// The sum of every series of the metric `name` on `gw`'s `/metrics`.
+pub fn metric_total(gw: &Gateway, name: &str) -> u64 {
+    get(gw.admin, "/metrics")
+        .text()
+        .lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits for a state: polls `holds` until it is true, and fails naming `what` after 30 s.
+pub fn wait_until(what: &str, mut holds: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !holds() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Writes `config` to a fresh directory; returns the directory and the file.
 pub fn write_config(config: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use edgegate_host::demo::tls::Authority;
 
-use crate::support::{Gateway, get, http, raw, read_one, runtime_section};
+use crate::support::{Gateway, get, http, metric_line, raw, read_one, runtime_section};
 
 /// A directory of certificates: the authority, `api.example.test`, `*.example.test`, and the
 /// default `default.test`.
@@ -125,11 +125,6 @@ fn served_subject(tls: SocketAddr, name: Option<&str>) -> String {
         .to_owned()
 }
 
-fn metric(gw: &Gateway, line_start: &str) -> Option<String> {
-    let text = get(gw.admin, "/metrics").text();
-    text.lines().find(|l| l.starts_with(line_start)).map(str::to_owned)
-}
-
 #[test]
 fn alpn_chooses_h2_or_http1_and_sni_chooses_the_certificate() {
     let certs = Certs::new();
@@ -154,7 +149,7 @@ fn alpn_chooses_h2_or_http1_and_sni_chooses_the_certificate() {
     for (alpn, count) in [("h2", 2), ("http/1.1", 1), ("-", 4)] {
         let line =
             format!("edgegate_tls_handshakes_total{{version=\"TLSv1.3\",alpn=\"{alpn}\"}} {count}");
-        assert!(metric(&gw, &line).is_some(), "no {line}");
+        assert!(metric_line(&gw, &line).is_some(), "no {line}");
     }
     let mut gw = gw;
     let (_, log) = gw.stop();
@@ -320,7 +315,7 @@ fn a_stalled_handshake_is_closed_at_the_timeout_and_plain_http_gets_400() {
 
     for reason in ["timeout", "plain_http"] {
         let line = format!("edgegate_tls_handshake_failures_total{{reason=\"{reason}\"}} 1");
-        assert!(metric(&gw, &line).is_some(), "{line}");
+        assert!(metric_line(&gw, &line).is_some(), "{line}");
     }
 }
 
@@ -478,6 +473,6 @@ fn max_handshakes_caps_handshakes_from_a_whole_client_hello() {
     assert!(ok && out.starts_with("ok"), "{out}");
     assert!(waited > Duration::from_millis(700), "no wait for the place: {waited:?}");
     let line = "edgegate_tls_handshake_failures_total{reason=\"timeout\"}";
-    assert!(metric(&gw, line).is_some(), "{}", get(gw.admin, "/metrics").text());
+    assert!(metric_line(&gw, line).is_some(), "{}", get(gw.admin, "/metrics").text());
     drop(holder);
 }

@@ -33,6 +33,7 @@ use crate::listen::accept::Acceptor;
 use crate::listen::conn::ConnInfo;
 use crate::listen::watchdog::Timeouts;
 use crate::listen::{handshake, serve};
+use crate::observe::metrics::{self, Level, Raised};
 
 /// hyper's smallest read buffer.
 const MIN_BUF_SIZE: u64 = 8192;
@@ -133,6 +134,9 @@ impl Server {
             handshakes: Semaphore::new(server.tls.as_ref().map_or(1, |t| t.max_handshakes)),
             drain: drain_receiver,
             draining: draining.clone(),
+            open: ["http", "tls"].map(|listener| {
+                metrics::gauge("edgegate_connections_open", vec![("listener", listener.into())])
+            }),
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut loops = tokio::task::JoinSet::new();
@@ -172,6 +176,8 @@ struct Accept {
     drain: tokio::sync::watch::Receiver<()>,
     /// Set before `drain` changes: HTTP/1.1 answers from then on carry `Connection: close`.
     draining: Arc<AtomicBool>,
+    /// Connections open on the HTTP listener and on the TLS one.
+    open: [Arc<Level>; 2],
 }
 
 impl Accept {
@@ -199,6 +205,7 @@ impl Accept {
             let drain = self.drain.clone();
             let accept = self.clone();
             tokio::spawn(async move {
+                let _open = Raised::new(&accept.open[usize::from(tls)]);
                 if !tls {
                     let conn = ConnInfo { peer, tls: None };
                     accept.serve(stream, conn, accepted, drain, &accept.builders.auto).await;

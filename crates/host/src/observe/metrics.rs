@@ -125,6 +125,11 @@ const METRICS: &[(&str, Kind, &str)] = &[
     ("edgegate_upstream_duration_seconds", Kind::Buckets, "Time to an upstream's response head"),
     ("edgegate_upstream_errors_total", Kind::Count, "Upstream failures, by upstream and kind"),
     (
+        "edgegate_connections_open",
+        Kind::Level,
+        "Client connections open, by listener (http, tls), from accept to close",
+    ),
+    (
         "edgegate_connections_closed_total",
         Kind::Counter,
         "Client connections the gateway closed: a timeout (handshake, header block, idle), a client that stopped reading, or a drain",
