@@ -173,6 +173,9 @@ impl<F: Fn(String)> Lab<'_, F> {
                 continue;
             }
             let check = check_answers(server.addr, &self.fixtures.requests(workload));
+            for busy in check.as_ref().map_or(&[][..], Vec::as_slice) {
+                (self.say)(format!("{name}: {}: asked again after {busy}", workload.name()));
+            }
             let ok = check.is_ok();
             result.checks.push(Check { workload, ok, detail: check.err().unwrap_or_default() });
             if !ok {
@@ -474,35 +477,70 @@ fn reference_capacity(results: &[RuntimeResult], workload: Workload) -> Option<(
     }
 }
 
-/// A capacity as one line: median and range of answers per second and CPU per answer.
+/// A capacity as one line: median and range of answers per second and CPU per answer, and
+/// the requests that failed, if any did.
 fn describe_capacity(c: &crate::results::Capacity) -> String {
     let (Some(rps), Some(cpu)) = (c.rps(), c.cpu_us()) else { return "no rounds".into() };
     let bound = if c.saturated() { "" } else { "≥ " };
     let wrk = c.wrk_rps().map_or(String::new(), |w| format!(", wrk {:.0}", w.median));
+    let mut errors = crate::load::Errors::default();
+    for round in &c.rounds {
+        errors.add(&round.errors);
+    }
+    let failed = if errors.total() == 0 {
+        String::new()
+    } else {
+        format!("; FAILED requests: {}{}", errors.describe(), busy_status(errors.last_status))
+    };
     format!(
-        "{bound}{:.0} req/s [{:.0}–{:.0}]{wrk}, {:.1} µs CPU/req [{:.1}–{:.1}]",
+        "{bound}{:.0} req/s [{:.0}–{:.0}]{wrk}, {:.1} µs CPU/req [{:.1}–{:.1}]{failed}",
         rps.median, rps.min, rps.max, cpu.median, cpu.min, cpu.max
     )
 }
 
-/// Sends every request once and checks each answer.
+/// What a status says when it is a server out of time or places rather than a wrong
+/// answer: a busy machine can cause it, and a report should say so.
+fn busy_status(status: Option<u16>) -> &'static str {
+    match status {
+        Some(504) => " (504: the server ran out of its deadline)",
+        Some(503) => " (503: the server was out of CPU budget or places)",
+        _ => "",
+    }
+}
+
+/// Sends every request once and checks each answer; returns the busy refusals that were
+/// asked again.
 fn check_answers(
     addr: std::net::SocketAddr,
     requests: &[(RequestTemplate, Expect)],
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let mut retried = Vec::new();
     for (template, expect) in requests {
-        let (status, body) = runtime
-            .block_on(load::request_once(addr, template))
-            .map_err(|e| format!("{} {}: {e:#}", template.method, template.uri))?;
-        expect
-            .check(status, &body)
-            .map_err(|e| format!("{} {}: {e}", template.method, template.uri))?;
+        let what = format!("{} {}", template.method, template.uri);
+        // A server out of time or places (503, 504) on a busy machine is asked again, twice;
+        // a wrong answer never is.
+        let mut busy = Vec::new();
+        loop {
+            let (status, body) = runtime
+                .block_on(load::request_once(addr, template))
+                .map_err(|e| format!("{what}: {e:#}"))?;
+            let checked = expect.check(status, &body);
+            match checked {
+                Err(e) if matches!(status, 503 | 504) && busy.len() < 2 => {
+                    busy.push(format!("{e}{}", busy_status(Some(status))));
+                }
+                Err(e) if busy.is_empty() => return Err(format!("{what}: {e}")),
+                Err(e) => return Err(format!("{what}: {e}, after {}", busy.join("; "))),
+                Ok(()) => break,
+            }
+        }
+        retried.extend(busy.into_iter().map(|b| format!("{what}: {b}")));
     }
-    Ok(())
+    Ok(retried)
 }
 
 fn ms(d: Duration) -> f64 {

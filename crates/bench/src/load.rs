@@ -112,6 +112,10 @@ pub struct Errors {
     pub io: u64,
     /// Not answered within the timeout, or still unanswered when the run ended.
     pub timeout: u64,
+    /// The last unexpected status answered, so a report can say what the server refused
+    /// with (a 504 is a deadline the server ran out of, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<u16>,
 }
 
 impl Errors {
@@ -120,10 +124,23 @@ impl Errors {
         self.status + self.io + self.timeout
     }
 
-    fn add(&mut self, other: &Self) {
+    pub(crate) fn add(&mut self, other: &Self) {
         self.status += other.status;
         self.io += other.io;
         self.timeout += other.timeout;
+        self.last_status = other.last_status.or(self.last_status);
+    }
+
+    /// What failed, for a person: `none`, or counts by kind and the last status.
+    pub fn describe(&self) -> String {
+        if self.total() == 0 {
+            return "none".to_owned();
+        }
+        let status = self.last_status.map_or(String::new(), |s| format!(", the last answered {s}"));
+        format!(
+            "{} answered with another status{status}, {} broken connections, {} timed out",
+            self.status, self.io, self.timeout
+        )
     }
 }
 
@@ -429,8 +446,11 @@ impl Connection {
                 }
                 false
             }
-            Ok(_) => {
+            Ok(status) => {
                 r.errors.status += recorded;
+                if job.recorded {
+                    r.errors.last_status = Some(status);
+                }
                 false
             }
             Err(Failure::Io) => {

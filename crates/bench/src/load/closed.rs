@@ -349,6 +349,7 @@ impl<'a> Loop<'a> {
                 self.result.latency.record(now - conn.sent);
             } else {
                 self.result.errors.status += 1;
+                self.result.errors.last_status = Some(answer.status);
             }
         }
         let per_request = matches!(&self.spec.transport, Transport::Tls(t) if t.per_request);

@@ -135,6 +135,8 @@ fn wrong_statuses_and_dead_servers_are_errors_not_latencies() {
     let addr = server(|n| (if n % 2 == 0 { 200 } else { 500 }, Duration::ZERO));
     let r = run(&spec(addr, 500.0, 0, 400, 1), &get(), &[], &|| None).unwrap();
     assert!(r.errors.status >= 90 && r.ok >= 90, "{:?} ok {}", r.errors, r.ok);
+    assert_eq!(r.errors.last_status, Some(500), "what the server answered is kept");
+    assert!(r.errors.describe().contains("the last answered 500"), "{}", r.errors.describe());
     assert_eq!(r.corrected.count(), r.ok);
 
     // Nothing listens: the connections cannot even be opened, and the run says so at once,
@@ -253,6 +255,7 @@ mod closed_loop {
         assert!(r.ok > 100 && r.errors.status > 100, "{} ok, {:?}", r.ok, r.errors);
         let ratio = r.errors.status as f64 / r.ok as f64;
         assert!((ratio - 1.0).abs() < 0.1, "{ratio}");
+        assert_eq!(r.errors.last_status, Some(500));
         assert_eq!(r.marks, None);
         // Nobody listening: an error at once, not a hang.
         let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
