@@ -110,7 +110,8 @@ impl Gateway {
 
     /// Every worker the current snapshot serves, by name, in name order.
     pub fn workers(&self) -> Vec<(String, Worker)> {
-        self.current.load().workers.clone()
+        let workers = &self.current.load().workers;
+        workers.iter().map(|(name, worker)| (name.clone(), worker.clone())).collect()
     }
 
     /// The files a reload reads: the configuration file (if there is one) and every worker's

@@ -368,8 +368,7 @@ impl Steps<'_> {
 /// Whether worker `name` of `loaded` differs from the one `previous` serves: a new worker, a
 /// new module (by digest), or a changed `[workers.NAME]` table.
 pub(super) fn changed(previous: &Snapshot, loaded: &Loaded, name: &str, worker: &Worker) -> bool {
-    let before = previous.workers.iter().find(|(n, _)| n == name).map(|(_, w)| w);
-    let Some(before) = before else { return true };
+    let Some(before) = previous.workers.get(name) else { return true };
     before.module_info().digest != worker.module_info().digest
         || previous.loaded.config.workers.get(name) != loaded.config.workers.get(name)
 }

@@ -113,22 +113,21 @@ impl Gateway {
         let removed = previous
             .workers
             .iter()
-            .filter(|(name, _)| !next.workers.iter().any(|(n, _)| n == name))
+            .filter(|(name, _)| !next.workers.contains_key(*name))
             .map(|(name, _)| name.clone())
             .collect();
         let modules = next
             .workers
             .iter()
             .filter(|(name, worker)| {
-                let before = previous.workers.iter().find(|(n, _)| n == name);
-                before.is_none_or(|(_, b)| b.module_info().digest != worker.module_info().digest)
+                let before = previous.workers.get(*name);
+                before.is_none_or(|b| b.module_info().digest != worker.module_info().digest)
             })
             .map(|(name, worker)| (name.clone(), worker.module_info().digest.clone()))
             .collect();
         next.publish(Some(&previous));
         let generation = next.generation;
-        self.runtime
-            .retain_modules(next.workers.iter().map(|(_, w)| w.module_info().digest.as_str()));
+        self.runtime.retain_modules(next.workers.values().map(|w| w.module_info().digest.as_str()));
         self.current.store(std::sync::Arc::new(next));
         super::build::prune_cache(&self.runtime);
         Ok(Reloaded { generation, changed, removed, modules, took: started.elapsed() })

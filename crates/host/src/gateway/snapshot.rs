@@ -3,7 +3,7 @@
 //! upstream pools open, keys loaded and limits in force. [`super::build`] makes one; a
 //! request takes one and keeps it to its end.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -31,8 +31,8 @@ pub(crate) struct Snapshot {
     pub(super) server: ServerConfig,
     pub(super) path_rules: PathRules,
     pub(super) upstreams: HashMap<String, Arc<Upstream>>,
-    /// Every loaded worker by name, in name order.
-    pub(super) workers: Vec<(String, Worker)>,
+    /// Every loaded worker by name.
+    pub(super) workers: BTreeMap<String, Worker>,
     /// `edgegate_worker_info{worker,digest}` of each of `workers`, in the same order: the
     /// series goes when the last snapshot holding it does.
     pub(super) worker_info: Vec<Arc<Level>>,

@@ -16,6 +16,7 @@
 //! share cost a lightly loaded server a few percent of its CPU per request
 //! (docs/observability.md, "Cost"). The exported buckets are the same either way.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -174,7 +175,8 @@ impl Drop for Raised<'_> {
 struct Family<T> {
     name: &'static str,
     help: &'static str,
-    series: Vec<(Labels, Arc<T>)>,
+    /// By label set: a lookup is O(log n) however many workers or routes there are.
+    series: BTreeMap<Labels, Arc<T>>,
 }
 
 type Families<T> = Mutex<Vec<Family<T>>>;
@@ -196,16 +198,11 @@ fn find_or_add<T>(
     let family = match families.iter().position(|f| f.name == name) {
         Some(i) => &mut families[i],
         None => {
-            families.push(Family { name, help, series: Vec::new() });
+            families.push(Family { name, help, series: BTreeMap::new() });
             families.last_mut().expect("just pushed")
         }
     };
-    if let Some((_, value)) = family.series.iter().find(|(l, _)| *l == labels) {
-        return value.clone();
-    }
-    let value = new();
-    family.series.push((labels, value.clone()));
-    value
+    family.series.entry(labels).or_insert_with(new).clone()
 }
 
 /// The histogram series of `name` with `labels`.
@@ -231,7 +228,7 @@ pub(crate) fn counter(name: &'static str, help: &'static str, labels: Labels) ->
 /// Drops the series of `families` nothing else holds any more, then the families left empty.
 fn prune<T>(families: &mut Vec<Family<T>>) {
     for family in families.iter_mut() {
-        family.series.retain(|(_, series)| Arc::strong_count(series) > 1);
+        family.series.retain(|_, series| Arc::strong_count(series) > 1);
     }
     families.retain(|family| !family.series.is_empty());
 }
@@ -392,8 +389,9 @@ mod tests {
             [
                 "# HELP test_count_total count help",
                 "# TYPE test_count_total counter",
-                r#"test_count_total{route="kept"} 2"#,
+                // In label order.
                 r#"test_count_total{route="gone"} 1"#,
+                r#"test_count_total{route="kept"} 2"#,
             ]
         );
         // A reload that keeps the route gets the same series back; one that removes it drops
