@@ -67,3 +67,29 @@ fn past_the_concurrency_limit_requests_get_503_with_retry_after() {
     assert_eq!(busy.join().unwrap(), 200);
     assert_eq!(get(gw.addr, "/h/ok").status, 200, "the slot is free again");
 }
+
+#[test]
+fn a_worker_past_its_share_of_the_slots_gets_503_and_the_others_are_served() {
+    let share = "max_concurrency = 1\n\n[workers.echo]\nmodule = \"builtin:echo-json\"\n\n\
+                 [[routes]]\npath = \"/echo\"\nworker = \"echo\"\n";
+    let gw = Gateway::start(&crate::support::spinning_hostile_with(
+        "max_concurrency = 4\nqueue_timeout = \"50ms\"",
+        "",
+        share,
+    ));
+    let addr = gw.addr;
+    let busy = std::thread::spawn(move || get(addr, "/h/spin?ms=2500").status);
+    wait_until("the slow request holds the worker's one place", || {
+        metric_total(&gw, "edgegate_instance_slots_in_use") == 1
+    });
+    let reply = get(gw.addr, "/h/ok");
+    assert_eq!((reply.status, reply.error().as_str()), (503, "overloaded"));
+    assert_eq!(reply.header("retry-after"), Some("1"));
+    let echo = crate::support::post(gw.addr, "/echo", b"[1, 2]");
+    assert_eq!((echo.status, echo.text().as_str()), (200, "[1,2]"), "another worker is served");
+    // A reload that keeps the share keeps the request holding it.
+    assert_eq!(http(gw.admin, "POST", "/reload", &[], b"").status, 200);
+    assert_eq!(get(gw.addr, "/h/ok").status, 503, "the share outlived the reload");
+    assert_eq!(busy.join().unwrap(), 200);
+    assert_eq!(get(gw.addr, "/h/ok").status, 200, "its place is free again");
+}

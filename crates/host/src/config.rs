@@ -287,6 +287,14 @@ mod tests {
         };
         let key = |text: String| error(&text).key.unwrap();
         assert_eq!(key(route("")), "routes[0]");
+        let share = |n: u32| {
+            format!(
+                "[server]\nmax_concurrency = 8\n[workers.w]\nmodule = \"m\"\nmax_concurrency = {n}\n"
+            )
+        };
+        assert_eq!(key(share(0)), "workers.w.max_concurrency");
+        assert_eq!(key(share(9)), "workers.w.max_concurrency");
+        assert!(load(&share(8)).is_ok(), "a share may be every slot");
         assert_eq!(key(route("path = \"/a\"\nprefix = \"/b\"")), "routes[0]");
         assert_eq!(key(route("path = \"a\"")), "routes[0].path");
         assert_eq!(key(route("prefix = \"/a\"\nmethods = [\"get\"]")), "routes[0].methods");

@@ -39,7 +39,7 @@ use ids::RequestIds;
 pub use reload::{ReloadError, Reloaded};
 pub(crate) use snapshot::Snapshot;
 
-use snapshot::{Action, Background, SplitTarget, Target, UpstreamTarget, WorkerTarget};
+use snapshot::{Action, Background, Share, SplitTarget, Target, UpstreamTarget, WorkerTarget};
 
 /// What a reload needs that no request does.
 #[derive(Debug)]

@@ -39,6 +39,11 @@ pub struct WorkerConfig {
     /// the image host calls answer `NotGranted`.
     #[serde(default, deserialize_with = "super::image::grant")]
     pub image: Option<ImageConfig>,
+    /// The most of the server's instance slots (`server.max_concurrency`) this worker's
+    /// requests may hold at once: its share, so that one hot tenant cannot take every slot.
+    /// Past it a request waits up to `server.queue_timeout`, then gets 503 `overloaded`.
+    /// Default: no share of its own.
+    pub max_concurrency: Option<u32>,
 }
 
 /// `[workers.NAME.limits]`: the runtime's [`Limits`], which bound the guest, and
@@ -179,6 +184,16 @@ pub(super) fn validate(
     }
     if l.deadline.is_zero() {
         return at(key("deadline"), "must be longer than zero");
+    }
+    if let Some(share) = worker.max_concurrency {
+        let slots = config.server.max_concurrency;
+        if share == 0 || share > slots {
+            return Err(ConfigError::at(
+                file,
+                format!("workers.{name}.max_concurrency"),
+                format!("must be from 1 to server.max_concurrency ({slots})"),
+            ));
+        }
     }
     if worker.module.trim().is_empty() {
         return at(format!("workers.{name}.module"), "must name a .wasm file or builtin:NAME");

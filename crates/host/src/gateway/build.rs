@@ -17,8 +17,8 @@ use arc_swap::ArcSwap;
 use edgegate_runtime::Worker;
 
 use super::{
-    Action, Background, Gateway, Gauges, RequestIds, Snapshot, SplitTarget, Target, UpstreamTarget,
-    WorkerTarget,
+    Action, Background, Gateway, Gauges, RequestIds, Share, Snapshot, SplitTarget, Target,
+    UpstreamTarget, WorkerTarget,
 };
 use crate::capability::fetch::WorkerFetcher;
 use crate::capability::kv::Mode as KvMode;
@@ -134,7 +134,8 @@ impl Steps<'_> {
         let fetch_pool = self.fetch_pool()?;
         let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
         self.try_changed(&workers).await?;
-        let router = self.compile_routes(&workers, &upstreams);
+        let shares = self.shares();
+        let router = self.compile_routes(&workers, &upstreams, &shares);
         let config = &self.loaded.config;
         Ok(Snapshot {
             generation,
@@ -152,6 +153,7 @@ impl Steps<'_> {
                 })
                 .collect(),
             workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
+            shares,
             kv,
             tls,
             _background: background,
@@ -301,11 +303,30 @@ impl Steps<'_> {
         if failed.is_empty() { Ok(()) } else { Err(ConfigError::all(&self.loaded.file, failed)) }
     }
 
+    /// Each worker's share of the instance slots: the previous snapshot's where its
+    /// `max_concurrency` is unchanged (with the requests that hold it), else a new one.
+    fn shares(&self) -> HashMap<String, Share> {
+        let previous = self.previous.map(|p| &p.shares);
+        let workers = self.loaded.config.workers.iter();
+        let wanted = workers.filter_map(|(name, w)| Some((name, w.max_concurrency?)));
+        wanted
+            .map(|(name, places)| {
+                let kept = previous.and_then(|p| p.get(name)).filter(|s| s.places == places);
+                let share = kept.cloned().unwrap_or_else(|| Share {
+                    places,
+                    semaphore: Arc::new(Semaphore::new(places as usize)),
+                });
+                (name.clone(), share)
+            })
+            .collect()
+    }
+
     /// The routes, each with its target and metrics.
     fn compile_routes(
         &self,
         workers: &BTreeMap<String, (Worker, Arc<[String]>)>,
         upstreams: &HashMap<String, Arc<Upstream>>,
+        shares: &HashMap<String, Share>,
     ) -> Router<Target> {
         let config = &self.loaded.config;
         let server_limit = config.server.max_request_body.bytes();
@@ -313,7 +334,8 @@ impl Steps<'_> {
         let worker = |name: &str| {
             let (worker, grants) = workers[name].clone();
             let body_limit = config.workers[name].limits.request_body.bytes().min(server_limit);
-            Action::Worker(WorkerTarget { worker, body_limit, grants })
+            let share = shares.get(name).cloned();
+            Action::Worker(WorkerTarget { worker, share, body_limit, grants })
         };
         let upstream = |name: &str| {
             Action::Upstream(UpstreamTarget {

@@ -20,7 +20,7 @@ use hyper::body::Body;
 use tracing::Instrument;
 
 use super::shadowing::Shadowing;
-use super::snapshot::{Action, Snapshot, SplitTarget, Target};
+use super::snapshot::{Action, Share, Snapshot, SplitTarget, Target};
 use super::{BoxError, Gateway, ResponseBody};
 use crate::config::ServerConfig;
 use crate::error::{ErrorKind, RequestError};
@@ -159,9 +159,15 @@ impl Gateway {
         let span = tracing::Span::current();
         span.record("worker", target.worker.name());
         span.record("worker.digest", target.worker.short_digest());
-        // The slot is held while the guest runs, not while an upstream answers.
+        // The share and the slot are held while the guest runs, not while an upstream
+        // answers; the share first, so that a worker past its share holds no slot waiting.
         let outcome = {
-            let _slot = self.acquire(snapshot.server.queue_timeout).await?;
+            let queue_timeout = snapshot.server.queue_timeout;
+            let _share = match &target.share {
+                Some(share) => Some(take_share(share, target.worker.name(), queue_timeout).await?),
+                None => None,
+            };
+            let _slot = self.acquire(queue_timeout).await?;
             let (outcome, usage) = target.worker.handle_measured(request, id).await;
             logged.usage = usage;
             outcome?
@@ -173,6 +179,24 @@ impl Gateway {
                 proxy(upstream, forward, conn, snapshot, logged).await
             }
         }
+    }
+}
+
+/// A place in `worker`'s share of the instance slots, waiting at most `queue_timeout`.
+async fn take_share<'a>(
+    share: &'a Share,
+    worker: &str,
+    queue_timeout: std::time::Duration,
+) -> Result<tokio::sync::SemaphorePermit<'a>, RequestError> {
+    if let Ok(place) = share.semaphore.try_acquire() {
+        return Ok(place);
+    }
+    match tokio::time::timeout(queue_timeout, share.semaphore.acquire()).await {
+        Ok(Ok(place)) => Ok(place),
+        _ => Err(RequestError::new(
+            ErrorKind::Overloaded,
+            format!("worker {worker} has its max_concurrency ({}) in flight", share.places),
+        )),
     }
 }
 

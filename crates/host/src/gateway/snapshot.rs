@@ -33,6 +33,9 @@ pub(crate) struct Snapshot {
     pub(super) upstreams: HashMap<String, Arc<Upstream>>,
     /// Every loaded worker by name.
     pub(super) workers: BTreeMap<String, Worker>,
+    /// The workers' shares of the instance slots, by name: a reload that keeps a worker's
+    /// `max_concurrency` keeps its share, and the requests holding it.
+    pub(super) shares: HashMap<String, Share>,
     /// `edgegate_worker_info{worker,digest}` of each of `workers`, in the same order: the
     /// series goes when the last snapshot holding it does.
     pub(super) worker_info: Vec<Arc<Level>>,
@@ -43,6 +46,13 @@ pub(crate) struct Snapshot {
     pub(super) tls: Option<Arc<rustls::ServerConfig>>,
     /// JWKS refreshers and demo origins, stopped when the last request on this snapshot ends.
     pub(super) _background: Background,
+}
+
+/// A worker's share of the instance slots: `max_concurrency` places.
+#[derive(Debug, Clone)]
+pub(super) struct Share {
+    pub(super) places: u32,
+    pub(super) semaphore: Arc<tokio::sync::Semaphore>,
 }
 
 /// Tasks that live as long as the gateway.
@@ -119,6 +129,8 @@ pub(super) struct UpstreamTarget {
 #[derive(Debug, Clone)]
 pub(super) struct WorkerTarget {
     pub(super) worker: Worker,
+    /// The worker's share of the instance slots, with `max_concurrency`.
+    pub(super) share: Option<Share>,
     /// The smaller of the server's and the worker's request body limits.
     pub(super) body_limit: u64,
     /// The upstreams the worker may forward to.
