@@ -202,18 +202,26 @@ impl Gateway {
         &self,
         queue_timeout: Duration,
     ) -> Result<(SemaphorePermit<'_>, Raised<'_>), RequestError> {
-        if let Ok(permit) = self.permits.try_acquire() {
-            return Ok((permit, Raised::new(&self.gauges.slots_in_use)));
-        }
-        let waiting = Raised::new(&self.gauges.queued);
-        let acquired = tokio::time::timeout(queue_timeout, self.permits.acquire()).await;
-        drop(waiting);
-        match acquired {
-            Ok(Ok(permit)) => Ok((permit, Raised::new(&self.gauges.slots_in_use))),
-            _ => Err(RequestError::new(
+        match take_place(&self.permits, queue_timeout, Some(&self.gauges.queued)).await {
+            Some(permit) => Ok((permit, Raised::new(&self.gauges.slots_in_use))),
+            None => Err(RequestError::new(
                 ErrorKind::Overloaded,
                 format!("{} requests in flight", self.runtime.config().max_instances),
             )),
         }
     }
+}
+
+/// A place in `places`: at once if one is free, else the first within `timeout`, with
+/// `waiting` raised while it waits. `None` when none came in time.
+async fn take_place<'a>(
+    places: &'a Semaphore,
+    timeout: Duration,
+    waiting: Option<&Level>,
+) -> Option<SemaphorePermit<'a>> {
+    if let Ok(place) = places.try_acquire() {
+        return Some(place);
+    }
+    let _waiting = waiting.map(Raised::new);
+    tokio::time::timeout(timeout, places.acquire()).await.ok()?.ok()
 }

@@ -188,16 +188,12 @@ async fn take_share<'a>(
     worker: &str,
     queue_timeout: std::time::Duration,
 ) -> Result<tokio::sync::SemaphorePermit<'a>, RequestError> {
-    if let Ok(place) = share.semaphore.try_acquire() {
-        return Ok(place);
-    }
-    match tokio::time::timeout(queue_timeout, share.semaphore.acquire()).await {
-        Ok(Ok(place)) => Ok(place),
-        _ => Err(RequestError::new(
+    super::take_place(&share.semaphore, queue_timeout, None).await.ok_or_else(|| {
+        RequestError::new(
             ErrorKind::Overloaded,
             format!("worker {worker} has its max_concurrency ({}) in flight", share.places),
-        )),
-    }
+        )
+    })
 }
 
 /// Refuses a request with more headers than `server.max_headers`.
