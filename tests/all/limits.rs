@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::support::{Gateway, get, http, metric_total, spinning_hostile, wait_until};
+use crate::support::{Gateway, Reply, get, http, metric_total, spinning_hostile, wait_until};
 
 fn config(server: &str) -> String {
     spinning_hostile(server, r#", request_body = "1KiB""#)
@@ -55,15 +55,8 @@ fn a_client_whose_headers_never_finish_is_dropped_while_others_are_served() {
 #[test]
 fn past_the_concurrency_limit_requests_get_503_with_retry_after() {
     let gw = Gateway::start(&config("max_concurrency = 1\nqueue_timeout = \"50ms\""));
-    let addr = gw.addr;
-    let busy = std::thread::spawn(move || get(addr, "/h/spin?ms=2500").status);
-    // The slow request holds the only slot until it has spun.
-    wait_until("the slow request holds the slot", || {
-        metric_total(&gw, "edgegate_instance_slots_in_use") == 1
-    });
-    let reply = get(gw.addr, "/h/ok");
-    assert_eq!((reply.status, reply.error().as_str()), (503, "overloaded"));
-    assert_eq!(reply.header("retry-after"), Some("1"));
+    let busy = spin_holding_a_slot(&gw);
+    assert_overloaded(&get(gw.addr, "/h/ok"));
     assert_eq!(busy.join().unwrap(), 200);
     assert_eq!(get(gw.addr, "/h/ok").status, 200, "the slot is free again");
 }
@@ -77,14 +70,8 @@ fn a_worker_past_its_share_of_the_slots_gets_503_and_the_others_are_served() {
         "",
         share,
     ));
-    let addr = gw.addr;
-    let busy = std::thread::spawn(move || get(addr, "/h/spin?ms=2500").status);
-    wait_until("the slow request holds the worker's one place", || {
-        metric_total(&gw, "edgegate_instance_slots_in_use") == 1
-    });
-    let reply = get(gw.addr, "/h/ok");
-    assert_eq!((reply.status, reply.error().as_str()), (503, "overloaded"));
-    assert_eq!(reply.header("retry-after"), Some("1"));
+    let busy = spin_holding_a_slot(&gw);
+    assert_overloaded(&get(gw.addr, "/h/ok"));
     let echo = crate::support::post(gw.addr, "/echo", b"[1, 2]");
     assert_eq!((echo.status, echo.text().as_str()), (200, "[1,2]"), "another worker is served");
     // A reload that keeps the share keeps the request holding it.
@@ -92,4 +79,21 @@ fn a_worker_past_its_share_of_the_slots_gets_503_and_the_others_are_served() {
     assert_eq!(get(gw.addr, "/h/ok").status, 503, "the share outlived the reload");
     assert_eq!(busy.join().unwrap(), 200);
     assert_eq!(get(gw.addr, "/h/ok").status, 200, "its place is free again");
+}
+
+/// Starts a 2.5 s spin on `/h/spin` and waits until it holds an instance slot; the handle
+/// gives its status.
+fn spin_holding_a_slot(gw: &Gateway) -> std::thread::JoinHandle<u16> {
+    let addr = gw.addr;
+    let busy = std::thread::spawn(move || get(addr, "/h/spin?ms=2500").status);
+    wait_until("the slow request holds a slot", || {
+        metric_total(gw, "edgegate_instance_slots_in_use") == 1
+    });
+    busy
+}
+
+/// A request refused for want of a place: 503 `overloaded`, to be retried in a second.
+fn assert_overloaded(reply: &Reply) {
+    assert_eq!((reply.status, reply.error().as_str()), (503, "overloaded"));
+    assert_eq!(reply.header("retry-after"), Some("1"));
 }

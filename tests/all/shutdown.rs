@@ -8,7 +8,7 @@ use std::time::Duration;
 use rustix::process::Signal;
 
 use crate::support::{
-    Gateway, get, metric_line, metric_total, read_one, read_reply, spinning_hostile, wait_until,
+    Gateway, counter, get, metric_total, read_one, read_reply, spinning_hostile, wait_until,
 };
 
 fn config() -> String {
@@ -79,7 +79,7 @@ fn a_drain_answers_the_next_request_on_a_fresh_or_keep_alive_connection() {
     let first = read_one(&mut kept);
     assert!(first.starts_with("http/1.1 200") && !first.contains("connection: close"), "{first}");
     wait_until("both connections are accepted", || {
-        metric_line(&gw, "edgegate_connections_open{listener=\"http\"} 2").is_some()
+        counter(&gw, "edgegate_connections_open{listener=\"http\"}") == 2
     });
     gw.signal(Signal::TERM);
     wait_until("/healthz says draining", || get(gw.admin, "/healthz").status == 503);

@@ -29,8 +29,8 @@ pub struct Gateway {
     dir: tempfile::TempDir,
 }
 
-/// The value of the counter `series` on `gw`'s `/metrics` (its name and labels, as
-/// exposed), 0 when absent.
+/// The value of the counter or gauge `series` on `gw`'s `/metrics` (its name and labels,
+/// as exposed), 0 when absent.
 pub fn counter(gw: &Gateway, series: &str) -> u64 {
     let line = format!("{series} ");
     get(gw.admin, "/metrics")
