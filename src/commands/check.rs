@@ -3,7 +3,7 @@
 use anyhow::Context;
 use edgegate_host::Gateway;
 use edgegate_runtime::ByteSize;
-use edgegate_runtime::CacheOutcome;
+use edgegate_runtime::{CacheOutcome, Checked};
 
 use super::ConfigArgs;
 
@@ -30,10 +30,11 @@ impl CheckCommand {
         for (name, worker) in gateway.workers() {
             let module = &loaded.config.workers[&name].module;
             let info = worker.module_info();
-            let how = match worker.cache_outcome() {
-                CacheOutcome::Precompiled => "precompiled",
-                CacheOutcome::Hit => "compiled, from the cache",
-                _ => "compiled",
+            let how = match worker.checked() {
+                Checked::Loaded(CacheOutcome::Precompiled) => "precompiled",
+                Checked::Loaded(CacheOutcome::Hit) => "compiled, from the cache",
+                Checked::Loaded(_) => "compiled",
+                Checked::Recorded | Checked::Unchanged => "checked before, as the cache records",
             };
             println!(
                 "worker {name}: {module} ({how}): {}; imports satisfied ({}: {}); memory {} KiB initial{}, within its {} limit; sha256 {}",

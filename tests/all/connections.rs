@@ -8,9 +8,11 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Gateway, get, read_reply, spinning_hostile};
+use crate::support::{Gateway, get, read_reply, spinning_hostile, write_config};
 
 /// Far longer than any timeout these tests set, far shorter than forever.
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -222,12 +224,64 @@ fn the_admin_listener_has_its_own_connection_cap() {
     }
 }
 
+/// A start with an open-file limit that cannot hold the configured load stops with the
+/// figures; one whose soft limit is too low but whose hard limit is not raises the soft one.
+#[test]
+fn the_open_file_limit_is_checked_at_start() {
+    let config = spinning_hostile("", "");
+    let (_dir, path) = write_config(&config);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_edgegate"));
+    command.args(["serve", "--config", path.to_str().unwrap()]);
+    command.args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
+    let limit = rustix::process::Rlimit { current: Some(1000), maximum: Some(1000) };
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of this process.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("serve started under a limit that cannot hold its load");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    for figure in ["the open-file limit is 1000", "server.max_connections", "runtime.max_resident"]
+    {
+        assert!(stderr.contains(figure), "{figure}: {stderr}");
+    }
+
+    // A soft limit too low under a hard one that is not: raised to what the load needs (the
+    // default 4096 + 64 connections, one resident worker, 256 running requests' outbound
+    // connections, 64 of the process's own), and served.
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum.unwrap();
+    assert!(hard >= 4481, "this test needs a hard limit of at least 4481, not {hard}");
+    let gw = Gateway::start_with_open_files(&config, 256, hard);
+    assert_eq!(get(gw.addr, "/h/ok").status, 200);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", gw.pid())).unwrap();
+    let soft = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    assert_eq!(soft.split_whitespace().nth(3), Some("4481"), "{soft}");
+}
+
 /// Out of file descriptors, the accept loops wait longer each time instead of spinning (the
 /// admin loop retried at once, a core's worth a second), count it, and serve again once
 /// descriptors are free.
 #[test]
 fn out_of_file_descriptors_the_accept_loops_back_off() {
-    let gw = Gateway::start_with_open_files(&spinning_hostile("", ""), 96);
+    // Start-up checks the limit holds the configured load; it is lowered afterwards, as if
+    // something else took the descriptors.
+    let gw = Gateway::start(&spinning_hostile("", ""));
+    gw.limit_open_files(96);
     // Silent connections until the process has no descriptor left; the rest wait in the
     // kernel's queues, the admin one's included.
     let held: Vec<TcpStream> = (0..150).map(|_| connect(gw.addr, b"")).collect();

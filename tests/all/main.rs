@@ -19,5 +19,6 @@ mod shutdown;
 mod split;
 mod structure;
 mod support;
+mod tenants;
 mod tls;
 mod toolchain;

@@ -120,10 +120,19 @@ impl Gateway {
         Self::spawn(&all, env, dir, None)
     }
 
-    /// [`Gateway::start`] in a process that may open at most `limit` files (`RLIMIT_NOFILE`).
-    pub fn start_with_open_files(config: &str, limit: u64) -> Self {
+    /// [`Gateway::start`] in a process whose open-file limit (`RLIMIT_NOFILE`) is `soft`
+    /// under `hard` from the start.
+    pub fn start_with_open_files(config: &str, soft: u64, hard: u64) -> Self {
         let (dir, path) = write_config(config);
-        Self::spawn(&["--config", path.to_str().unwrap()], &[], dir, Some(limit))
+        Self::spawn(&["--config", path.to_str().unwrap()], &[], dir, Some((soft, hard)))
+    }
+
+    /// Lowers the running gateway's open-file limit, soft and hard, to `limit`: what start-up
+    /// checked no longer holds.
+    pub fn limit_open_files(&self, limit: u64) {
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).unwrap();
+        let limit = rustix::process::Rlimit { current: Some(limit), maximum: Some(limit) };
+        rustix::process::prlimit(Some(pid), rustix::process::Resource::Nofile, limit).unwrap();
     }
 
     /// `edgegate serve` with no configuration: the bundled demo.
@@ -144,12 +153,12 @@ impl Gateway {
         args: &[&str],
         env: &[(&str, &str)],
         dir: tempfile::TempDir,
-        open_files: Option<u64>,
+        open_files: Option<(u64, u64)>,
     ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_edgegate"));
-        if let Some(limit) = open_files {
+        if let Some((soft, hard)) = open_files {
             use std::os::unix::process::CommandExt;
-            let limit = rustix::process::Rlimit { current: Some(limit), maximum: Some(limit) };
+            let limit = rustix::process::Rlimit { current: Some(soft), maximum: Some(hard) };
             // SAFETY: setrlimit is async-signal-safe and touches no memory of this process.
             unsafe {
                 command.pre_exec(move || {

@@ -72,6 +72,9 @@ pub struct Config {
     pub fetch: FetchConfig,
 }
 
+/// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
+pub(crate) const BUILTIN_PREFIX: &str = "builtin:";
+
 fn optional_duration<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Duration>, D::Error> {

@@ -121,6 +121,7 @@ impl ErrorKind {
                 | ExecErrorKind::InvalidResponse
                 | ExecErrorKind::ResponseTooLarge
                 | ExecErrorKind::WorkerFailed
+                | ExecErrorKind::Unloadable
                 | ExecErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             },
         }

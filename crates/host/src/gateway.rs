@@ -65,7 +65,7 @@ pub struct Gateway {
     gauges: Gauges,
     /// The engine every snapshot's workers are loaded into (its epoch ticker runs while the
     /// gateway lives).
-    runtime: Runtime,
+    pub(crate) runtime: Runtime,
     /// What a reload needs that no request does; held while one runs, so reloads take turns.
     reloads: tokio::sync::Mutex<Reloads>,
     /// TLS session cache and ticket keys, kept across reloads so sessions stay resumable;
@@ -120,7 +120,7 @@ impl Gateway {
         let snapshot = self.current.load();
         let loaded = &snapshot.loaded;
         let modules = loaded.config.workers.values().map(|w| w.module.as_str());
-        let modules = modules.filter(|m| !m.starts_with(build::BUILTIN_PREFIX));
+        let modules = modules.filter(|m| !m.starts_with(crate::config::BUILTIN_PREFIX));
         let modules = modules.map(|m| loaded.resolve(m.as_ref()));
         loaded.path.clone().into_iter().chain(modules).collect()
     }

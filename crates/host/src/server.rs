@@ -12,6 +12,7 @@
 //! ```
 
 pub mod admin;
+pub mod files;
 pub mod watch;
 
 use std::future::Future;
@@ -51,8 +52,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the HTTP, TLS (with `[server.tls]`, on `tls` if given, else on its `listen`)
-    /// and admin listeners, and catches SIGHUP (which reloads once the server runs): a SIGHUP
+    /// Checks the open-file limit can hold the configured load (raising the soft limit if
+    /// need be: [`files`]), binds the HTTP, TLS (with `[server.tls]`, on `tls` if given, else
+    /// on its `listen`) and admin listeners, and catches SIGHUP (which reloads once the server runs): a SIGHUP
     /// that arrives before then must not kill the process.
     pub async fn bind(
         gateway: Gateway,
@@ -63,6 +65,9 @@ impl Server {
         use tokio::signal::unix::{SignalKind, signal};
         let hangup = signal(SignalKind::hangup())?;
         let server = gateway.server();
+        let workers = gateway.workers().len();
+        let resident = gateway.runtime.config().max_resident.get().min(workers) as u64;
+        files::ensure(files::Needed::of(&server, resident)).map_err(std::io::Error::other)?;
         let http = Acceptor::new(bind(listen, server.reuse_port)?, "http");
         let tls = server
             .tls

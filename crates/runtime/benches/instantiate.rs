@@ -26,7 +26,7 @@ fn load(runtime: &Runtime, wasm: &[u8]) -> Worker {
     runtime
         .load(WorkerSpec {
             name: "bench",
-            wasm,
+            source: edgegate_runtime::Source::Bytes(bytes::Bytes::copy_from_slice(wasm)),
             // Not testing the budget: on a VM, stolen time is now and then charged to the
             // thread running the guest (seen here: a few ms once in a million requests).
             limits: Limits { cpu: std::time::Duration::from_secs(1), ..Limits::default() },

@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
     let worker = runtime
         .load(WorkerSpec {
             name: "bench",
-            wasm: &std::fs::read(edgegate_guests::HOSTILE).unwrap(),
+            source: edgegate_runtime::Source::File(edgegate_guests::HOSTILE.into()),
             limits: Limits {
                 cpu: Duration::from_secs(1),
                 kv_ops: GETS,

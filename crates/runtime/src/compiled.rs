@@ -1,12 +1,18 @@
 //! What a worker's bytes compile to: a core module, which speaks edgegate's own ABI, or a
 //! component, which serves `wasi:http/proxy` (crate::component). The bytes say which: a
-//! component's header has the component layer, a module's does not.
+//! component's header has the component layer, a module's does not. [`ModuleInfo`] is what
+//! the check of either found.
 
+use edgegate_abi::EXPORT_MEMORY;
 use wasmtime::component::Component;
-use wasmtime::{Engine, Module, Precompiled};
+use wasmtime::{Engine, ExternType, Module, Precompiled};
+
+use crate::error::LoadError;
+use crate::limits::Limits;
 
 /// The two ABIs a worker can speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Abi {
     /// A core module exporting `edgegate_v1_handle`: edgegate's zero-copy ABI.
     Core,
@@ -79,5 +85,56 @@ impl Compiled {
                 Abi::HttpComponent => Component::deserialize(engine, bytes).map(Self::Component),
             }
         }
+    }
+}
+
+/// What a loaded module speaks and needs (all of it checked when it was loaded).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ModuleInfo {
+    /// The ABI it speaks.
+    pub abi: Abi,
+    /// What it imports, every one provided (it linked): host functions of a module,
+    /// interfaces of a component.
+    pub imports: Vec<String>,
+    /// Bytes of memory it starts with (within the worker's limit: it loaded); for a
+    /// component, all its memories together (0 from a `.cwasm`, which is not read).
+    pub initial_memory: u64,
+    /// The most memory it declares it may grow to, if it declares a maximum.
+    pub maximum_memory: Option<u64>,
+    /// The sha256 of the bytes it was loaded from, in hex: which version this is.
+    pub digest: String,
+}
+
+impl ModuleInfo {
+    pub(crate) fn of(module: &Module, digest: String) -> Self {
+        let memory = match module.get_export(EXPORT_MEMORY) {
+            Some(ExternType::Memory(m)) => Some(m),
+            _ => None,
+        };
+        let page = memory.as_ref().map_or(0, |m| m.page_size());
+        Self {
+            abi: Abi::Core,
+            imports: module.imports().map(|i| i.name().to_owned()).collect(),
+            initial_memory: memory.as_ref().map_or(0, |m| m.minimum().saturating_mul(page)),
+            maximum_memory: memory
+                .as_ref()
+                .and_then(|m| m.maximum())
+                .map(|p| p.saturating_mul(page)),
+            digest,
+        }
+    }
+
+    /// Checks that a worker with `limits` can run this module in a pool slot of `max` bytes.
+    pub(crate) fn fits(&self, limits: &Limits, max: u64) -> Result<(), LoadError> {
+        if limits.memory > max {
+            return Err(LoadError::MemoryLimitTooLarge { limit: limits.memory, max });
+        }
+        if self.initial_memory > limits.memory {
+            return Err(LoadError::InitialMemory {
+                needed: self.initial_memory,
+                limit: limits.memory,
+            });
+        }
+        Ok(())
     }
 }

@@ -51,6 +51,13 @@ pub struct RuntimeConfig {
     /// transforms run at once, process-wide, on tokio's blocking pool. A transform waits for
     /// one (within its request's deadline), so image work cannot take every blocking thread.
     pub image_threads: usize,
+    /// **Resident modules** (default 1000): how many modules' compiled code is kept in
+    /// memory. Past it, the least recently used is evicted, and its worker's next request
+    /// loads it again (from the module cache, or compiled).
+    pub max_resident: std::num::NonZeroUsize,
+    /// **Loads at once** (default: the CPUs the process may run on): how many workers' code
+    /// may load (read from the module cache, or compile) at the same time.
+    pub load_concurrency: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -62,6 +69,8 @@ impl Default for RuntimeConfig {
             max_wasm_stack: 512 << 10,
             wall_clock: std::time::SystemTime::now,
             image_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_resident: std::num::NonZeroUsize::new(1000).unwrap_or(std::num::NonZeroUsize::MIN),
+            load_concurrency: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }

@@ -82,6 +82,28 @@ pub enum LoadError {
     /// A component that does not export `wasi:http/incoming-handler`.
     #[error("not a wasi:http/proxy component: it must export `wasi:http/incoming-handler`")]
     NotAProxy(#[source] wasmtime::Error),
+    /// The module's file cannot be read.
+    #[error("cannot read `{}`", path.display())]
+    Unreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The module's file changed after the worker was checked, and the module cache has no
+    /// code for the version checked: a reload checks the new one.
+    #[error(
+        "`{}` changed since the worker was checked, and the module cache has no code for the checked version: reload to serve the new file",
+        path.display()
+    )]
+    Changed {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// The runtime is shutting down: its blocking pool is gone.
+    #[error("the runtime is shutting down")]
+    Closed,
     /// A precompiled module (`.cwasm`) this gateway cannot load.
     #[error(
         "a precompiled module built by another edgegate version or with other engine settings: compile it again with `edgegate compile` from this binary and configuration"
@@ -126,7 +148,7 @@ impl fmt::Display for ExecError {
 impl std::error::Error for ExecError {}
 
 /// The kinds of request failure. All are the worker's doing except [`ExecErrorKind::Capacity`]
-/// and [`ExecErrorKind::Internal`], which are the host's.
+/// [`ExecErrorKind::Unloadable`] and [`ExecErrorKind::Internal`], which are the host's.
 ///
 /// Not `#[non_exhaustive]`, on purpose: the host maps every kind to a status with an
 /// exhaustive `match`, so a new kind cannot quietly become a 500.
@@ -158,13 +180,16 @@ pub enum ExecErrorKind {
     WorkerUnavailable,
     /// No instance slot was free (the host's concurrency limit should prevent this).
     Capacity,
+    /// The worker's code could not be loaded (its file changed or went, and the module cache
+    /// has no code for the version checked): the deployment's fault, not the request's.
+    Unloadable,
     /// Anything else in the host.
     Internal,
 }
 
 impl ExecErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::Trap,
         Self::StackOverflow,
         Self::OutOfMemory,
@@ -177,6 +202,7 @@ impl ExecErrorKind {
         Self::WorkerFailed,
         Self::WorkerUnavailable,
         Self::Capacity,
+        Self::Unloadable,
         Self::Internal,
     ];
 
@@ -195,6 +221,7 @@ impl ExecErrorKind {
             Self::WorkerFailed => "worker_error",
             Self::WorkerUnavailable => "worker_unavailable",
             Self::Capacity => "overloaded",
+            Self::Unloadable => "worker_unloadable",
             Self::Internal => "internal_error",
         }
     }
@@ -202,7 +229,7 @@ impl ExecErrorKind {
     /// Whether the host, not the worker, is the source of this failure.
     pub fn is_host(self) -> bool {
         match self {
-            Self::Capacity | Self::Internal => true,
+            Self::Capacity | Self::Unloadable | Self::Internal => true,
             Self::Trap
             | Self::StackOverflow
             | Self::OutOfMemory
@@ -239,7 +266,8 @@ mod tests {
             ExecErrorKind::WorkerFailed => 9,
             ExecErrorKind::WorkerUnavailable => 10,
             ExecErrorKind::Capacity => 11,
-            ExecErrorKind::Internal => 12,
+            ExecErrorKind::Unloadable => 12,
+            ExecErrorKind::Internal => 13,
         };
         let positions: Vec<usize> = ExecErrorKind::ALL.into_iter().map(position).collect();
         assert_eq!(positions, (0..ExecErrorKind::ALL.len()).collect::<Vec<_>>());

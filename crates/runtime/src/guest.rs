@@ -28,6 +28,9 @@ impl std::fmt::Display for RequestId {
 /// reached stays zero: a request refused for capacity never instantiated).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Wall time waiting for the worker's code: zero when it was resident, else its load
+    /// (from the module cache, or a compile) or the wait for another request's.
+    pub load: Duration,
     /// Wall time to instantiate the module: a pool slot, copy-on-write memory, the start.
     pub instantiate: Duration,
     /// Wall time of the guest's call, waits for async host calls included.

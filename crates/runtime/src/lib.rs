@@ -4,19 +4,21 @@
 //! * A [`Runtime`] owns the one Wasmtime engine (pooling allocator, copy-on-write memory
 //!   images, epoch interruption), the host functions of the guest ABI, and the on-disk
 //!   [`ModuleCache`] of compiled modules.
-//! * [`Runtime::load`] turns a module into a [`Worker`]: compiled once, checked against ABI v1
-//!   and its [`Limits`], linked.
+//! * [`Runtime::prepare`] turns a module into a [`Worker`]: checked against ABI v1 and its
+//!   [`Limits`] (compiled and instantiated once, unless the module cache records that these
+//!   bytes passed before); its code is loaded by its first request and kept while it is among
+//!   the most recently used. [`Runtime::load`] loads the code at once.
 //! * [`Worker::handle`] serves one [`GuestRequest`]: a new store and instance, the guest's
 //!   entry point, then the decoded [`GuestOutcome`] (a response or a forward directive) or an
 //!   [`ExecError`] whose kind says what the worker did wrong.
 //!
 //! ```no_run
-//! # async fn demo(wasm: &[u8]) -> anyhow::Result<()> {
+//! # async fn demo(wasm: &'static [u8]) -> anyhow::Result<()> {
 //! use edgegate_runtime::*;
 //! let runtime = Runtime::new(RuntimeConfig::default(), None)?;
 //! let worker = runtime.load(WorkerSpec {
 //!     name: "echo-json",
-//!     wasm,
+//!     source: Source::Bytes(wasm.into()),
 //!     limits: Limits::default(),
 //!     config: Default::default(),
 //!     keys: None,
@@ -39,6 +41,7 @@ mod compiled;
 mod component;
 mod cpu;
 mod engine;
+mod entry;
 mod error;
 mod escape;
 pub mod fetch;
@@ -51,6 +54,8 @@ mod meter;
 mod module_cache;
 mod outcome;
 mod request;
+mod resident;
+mod source;
 pub mod units;
 mod worker;
 
@@ -61,7 +66,7 @@ mod tests;
 /// upstream): exported over OTLP when configured, and kept out of the logs.
 pub const SPAN_TARGET: &str = "edgegate::span";
 
-pub use compiled::Abi;
+pub use compiled::{Abi, ModuleInfo};
 pub use component::provides as component_provides;
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
@@ -71,35 +76,26 @@ pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache, Pruned, Pruning};
+pub use resident::ResidentStats;
+pub use source::Source;
 pub use units::ByteSize;
-pub use worker::{ModuleInfo, Worker, WorkerSpec};
-
-use compiled::Compiled;
-use request::RequestState;
-use wasmtime::{Engine, Linker};
+pub use worker::{Checked, Worker, WorkerSpec};
 
 /// The engine, host functions and module cache that workers are loaded into. One per process.
 pub struct Runtime {
-    engine: Engine,
-    linker: Linker<RequestState>,
-    /// The host side of the `wasi:http/proxy` world, for components.
-    component_linker: wasmtime::component::Linker<component::ComponentState>,
-    cache: Option<ModuleCache>,
+    /// The engine, the linkers, the module cache, and the code loaded in this process.
+    resident: std::sync::Arc<resident::Resident>,
     config: RuntimeConfig,
     ticker: engine::EpochTicker,
     /// The image threads every worker's transforms share (`RuntimeConfig::image_threads`).
     image_threads: std::sync::Arc<tokio::sync::Semaphore>,
-    /// The modules loaded in this process, by the sha256 of their bytes: loading the same
-    /// bytes again (a reload) shares the compiled code. [`Runtime::retain_modules`] forgets
-    /// the ones no worker uses any more.
-    modules: std::sync::Mutex<std::collections::HashMap<[u8; 32], Compiled>>,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
             .field("config", &self.config)
-            .field("cache", &self.cache)
+            .field("cache", &self.resident.cache)
             .finish_non_exhaustive()
     }
 }
@@ -114,18 +110,20 @@ impl Runtime {
         let ticker = engine::EpochTicker::start(&engine, config.epoch_tick)?;
         let image_threads =
             std::sync::Arc::new(tokio::sync::Semaphore::new(config.image_threads.max(1)));
-        let modules = std::sync::Mutex::default();
-        Ok(Self { engine, linker, component_linker, cache, config, ticker, image_threads, modules })
-    }
-
-    /// Loads a module as a worker.
-    pub fn load(&self, spec: WorkerSpec<'_>) -> Result<Worker, LoadError> {
-        Worker::load(self, spec)
+        let resident = std::sync::Arc::new(resident::Resident::new(
+            engine,
+            linker,
+            component_linker,
+            cache,
+            config.max_resident,
+            config.load_concurrency,
+        ));
+        Ok(Self { resident, config, ticker, image_threads })
     }
 
     /// Whether compiled modules are kept in an on-disk cache.
     pub fn caching(&self) -> bool {
-        self.cache.is_some()
+        self.resident.cache.is_some()
     }
 
     /// How the runtime was sized.
@@ -133,14 +131,13 @@ impl Runtime {
         &self.config
     }
 
-    pub(crate) fn linker(&self) -> &Linker<RequestState> {
-        &self.linker
+    /// How many modules' code is in memory, of how many there may be.
+    pub fn resident_stats(&self) -> ResidentStats {
+        self.resident.stats()
     }
 
-    pub(crate) fn component_linker(
-        &self,
-    ) -> &wasmtime::component::Linker<component::ComponentState> {
-        &self.component_linker
+    pub(crate) fn resident(&self) -> &std::sync::Arc<resident::Resident> {
+        &self.resident
     }
 
     pub(crate) fn image_threads(&self) -> &std::sync::Arc<tokio::sync::Semaphore> {
@@ -157,61 +154,20 @@ impl Runtime {
     /// with the same settings only.
     pub fn precompile(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
         match Abi::of(wasm) {
-            Abi::Core => self.engine.precompile_module(wasm),
-            Abi::HttpComponent => self.engine.precompile_component(wasm),
+            Abi::Core => self.resident.engine.precompile_module(wasm),
+            Abi::HttpComponent => self.resident.engine.precompile_component(wasm),
         }
     }
 
-    /// Forgets the loaded modules whose sha256 (as [`ModuleInfo::digest`] gives it) is not
-    /// in `keep`: the next load of those bytes reads the cache or compiles again. A worker
-    /// still serving keeps its own module alive.
-    pub fn retain_modules<'a>(&self, keep: impl IntoIterator<Item = &'a str>) {
-        let keep: std::collections::HashSet<&str> = keep.into_iter().collect();
-        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        modules.retain(|digest, _| keep.contains(module_cache::hex(digest).as_str()));
-    }
-
-    /// The module cache, if there is one, and its entries for the modules loaded now: what a
-    /// [`ModuleCache::prune`] must keep.
-    pub fn cache_in_use(
+    /// The module cache, if there is one, and its entries for the modules `workers` run:
+    /// what a [`ModuleCache::prune`] must keep.
+    pub fn cache_in_use<'a>(
         &self,
+        workers: impl IntoIterator<Item = &'a Worker>,
     ) -> Option<(ModuleCache, std::collections::HashSet<std::path::PathBuf>)> {
-        let cache = self.cache.clone()?;
-        let modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        let keep = modules.keys().map(|digest| cache.entry_path(&self.engine, digest)).collect();
+        let cache = self.resident.cache.clone()?;
+        let engine = &self.resident.engine;
+        let keep = workers.into_iter().map(|w| cache.entry_path(engine, w.digest())).collect();
         Some((cache, keep))
-    }
-
-    /// The code for `wasm`, whose sha256 is `digest`: already loaded, or compiled (or loaded
-    /// from the cache) and remembered.
-    pub(crate) fn compiled(
-        &self,
-        wasm: &[u8],
-        digest: [u8; 32],
-    ) -> Result<(Compiled, CacheOutcome), LoadError> {
-        let lock = || self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(module) = lock().get(&digest) {
-            return Ok((module.clone(), CacheOutcome::Reused));
-        }
-        let (module, outcome) = self.compile(wasm)?;
-        lock().insert(digest, module.clone());
-        Ok((module, outcome))
-    }
-
-    fn compile(&self, wasm: &[u8]) -> Result<(Compiled, CacheOutcome), LoadError> {
-        if Engine::detect_precompiled(wasm).is_some() {
-            // SAFETY: deserializing runs the artifact's machine code, so it must be a
-            // `precompile_*` output. A `.cwasm` is code the operator deploys, trusted like this
-            // binary (docs/toolchain.md says so); Wasmtime checks its header and refuses one
-            // from another version or with other settings.
-            let compiled = unsafe { Compiled::deserialize(&self.engine, wasm, Abi::of(wasm)) }
-                .map_err(LoadError::Precompiled)?;
-            return Ok((compiled, CacheOutcome::Precompiled));
-        }
-        match &self.cache {
-            Some(cache) => cache.load_or_compile(&self.engine, wasm),
-            None => Compiled::compile(&self.engine, wasm).map(|c| (c, CacheOutcome::Miss)),
-        }
-        .map_err(LoadError::Compile)
     }
 }

@@ -41,9 +41,11 @@ use std::time::{Duration, SystemTime};
 
 use wasmtime::Engine;
 
-use crate::compiled::{Abi, Compiled};
+use crate::compiled::{Abi, Compiled, ModuleInfo};
 
 const MAGIC: &[u8; 16] = b"edgegate-cwasm-1";
+/// The extension of an entry's check record, beside its `.cwasm`.
+const CHECKED: &str = "checked";
 const HEADER_LEN: usize = 16 + 32 + 32;
 
 /// What the cache did for one module.
@@ -60,9 +62,6 @@ pub enum CacheOutcome {
     /// Compiled, but the entry could not be written (the reason); the next start compiles
     /// again.
     NotStored(String),
-    /// The same bytes are already loaded in this process (a reload that left the module
-    /// unchanged): the compiled code is shared, nothing is read or compiled.
-    Reused,
 }
 
 /// When entries are removed.
@@ -140,11 +139,20 @@ impl ModuleCache {
                 }
                 continue;
             }
+            if meta.is_file() && name.ends_with(".checked") {
+                // A check record goes with its entry, or when its module has been unused (and
+                // its entry gone) for the max age.
+                let entry = path.with_extension("cwasm");
+                if !keep.contains(&entry) && age > self.pruning.max_age && !entry.exists() {
+                    let _ = fs::remove_file(&path);
+                }
+                continue;
+            }
             if !meta.is_file() || !name.ends_with(".cwasm") {
                 continue;
             }
             if !keep.contains(&path) && age > self.pruning.max_age {
-                if fs::remove_file(&path).is_ok() {
+                if remove_entry(&path) {
                     pruned.removed += 1;
                     pruned.bytes += meta.len();
                 }
@@ -159,7 +167,7 @@ impl ModuleCache {
             if total <= self.pruning.max_size || kept {
                 break;
             }
-            if fs::remove_file(&path).is_ok() {
+            if remove_entry(&path) {
                 pruned.removed += 1;
                 pruned.bytes += len;
                 total -= len;
@@ -179,29 +187,44 @@ impl ModuleCache {
         Some(base.join("edgegate").join("modules"))
     }
 
-    /// Loads the compiled form of `wasm` (a module or a component) from the cache, or
-    /// compiles and stores it.
+    /// The entry for the module whose sha256 is `wasm_hash`, if there is a valid one; `Err`
+    /// says why one that exists was refused.
+    pub(crate) fn load(
+        &self,
+        engine: &Engine,
+        wasm_hash: &[u8; 32],
+        abi: Abi,
+    ) -> Result<Option<Compiled>, String> {
+        let path = self.entry_path(engine, wasm_hash);
+        match fs::read(&path) {
+            Ok(entry) => {
+                let compiled =
+                    load_entry(engine, &entry, wasm_hash, abi).map_err(|r| r.to_string())?;
+                // Its modification time says when it was last used: what pruning reads.
+                let _ = fs::File::open(&path).and_then(|f| f.set_modified(SystemTime::now()));
+                Ok(Some(compiled))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("unreadable: {e}")),
+        }
+    }
+
+    /// Loads the compiled form of `wasm` (a module or a component), whose sha256 is
+    /// `wasm_hash`, from the cache, or compiles and stores it.
     pub(crate) fn load_or_compile(
         &self,
         engine: &Engine,
         wasm: &[u8],
+        wasm_hash: &[u8; 32],
     ) -> wasmtime::Result<(Compiled, CacheOutcome)> {
-        let wasm_hash = sha256(wasm);
-        let path = self.entry_path(engine, &wasm_hash);
-        let rejected = match fs::read(&path) {
-            Ok(entry) => match load_entry(engine, &entry, &wasm_hash, Abi::of(wasm)) {
-                Ok(compiled) => {
-                    // Its modification time says when it was last used: what pruning reads.
-                    let _ = fs::File::open(&path).and_then(|f| f.set_modified(SystemTime::now()));
-                    return Ok((compiled, CacheOutcome::Hit));
-                }
-                Err(reason) => Some(reason.to_string()),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(format!("unreadable: {e}")),
+        let rejected = match self.load(engine, wasm_hash, Abi::of(wasm)) {
+            Ok(Some(compiled)) => return Ok((compiled, CacheOutcome::Hit)),
+            Ok(None) => None,
+            Err(reason) => Some(reason),
         };
         let compiled = Compiled::compile(engine, wasm)?;
-        let outcome = match store_entry(&path, &compiled, &wasm_hash) {
+        let path = self.entry_path(engine, wasm_hash);
+        let outcome = match store_entry(&path, &compiled, wasm_hash) {
             Err(e) => CacheOutcome::NotStored(format!("{}: {e}", path.display())),
             Ok(()) => match rejected {
                 Some(reason) => CacheOutcome::Rejected(reason),
@@ -211,12 +234,41 @@ impl ModuleCache {
         Ok((compiled, outcome))
     }
 
+    /// What an earlier full check of the module whose sha256 is `wasm_hash` found (compiled,
+    /// checked against the ABI, instantiated once), recorded by [`ModuleCache::record_checked`]:
+    /// a start trusts it instead of compiling the module again.
+    pub(crate) fn checked(&self, engine: &Engine, wasm_hash: &[u8; 32]) -> Option<ModuleInfo> {
+        let bytes = fs::read(self.entry_path(engine, wasm_hash).with_extension(CHECKED)).ok()?;
+        let info: ModuleInfo = serde_json::from_slice(&bytes).ok()?;
+        (info.digest == hex(wasm_hash)).then_some(info)
+    }
+
+    /// Records that the module described by `info` passed a full check with this engine.
+    pub(crate) fn record_checked(&self, engine: &Engine, wasm_hash: &[u8; 32], info: &ModuleInfo) {
+        let path = self.entry_path(engine, wasm_hash).with_extension(CHECKED);
+        let written = serde_json::to_vec(info)
+            .map_err(std::io::Error::other)
+            .and_then(|json| write_atomically(&path, &[&json]));
+        if let Err(e) = written {
+            tracing::debug!(path = %path.display(), "check not recorded: {e}");
+        }
+    }
+
     /// Where the entry for this module and engine lives.
     pub fn entry_path(&self, engine: &Engine, wasm_hash: &[u8; 32]) -> PathBuf {
         let mut hasher = std::hash::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         self.dir.join(format!("{}-{:016x}.cwasm", hex(wasm_hash), hasher.finish()))
     }
+}
+
+/// Removes an entry and its check record; whether the entry went.
+fn remove_entry(path: &Path) -> bool {
+    let removed = fs::remove_file(path).is_ok();
+    if removed {
+        let _ = fs::remove_file(path.with_extension(CHECKED));
+    }
+    removed
 }
 
 /// Why a cache entry was not loaded.
@@ -262,17 +314,22 @@ fn load_entry(
 
 fn store_entry(path: &Path, compiled: &Compiled, wasm_hash: &[u8; 32]) -> anyhow::Result<()> {
     let payload = compiled.serialize()?;
+    write_atomically(path, &[MAGIC, wasm_hash, &sha256(&payload), &payload])?;
+    Ok(())
+}
+
+/// Writes `parts` to a temporary file beside `path`, then renames it into place: a crash
+/// leaves no half file.
+fn write_atomically(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile_in(dir)?;
-    tmp.1.write_all(MAGIC)?;
-    tmp.1.write_all(wasm_hash)?;
-    tmp.1.write_all(&sha256(&payload))?;
-    tmp.1.write_all(&payload)?;
+    for part in parts {
+        tmp.1.write_all(part)?;
+    }
     tmp.1.sync_all()?;
     fs::rename(&tmp.0, path).inspect_err(|_| {
         let _ = fs::remove_file(&tmp.0);
-    })?;
-    Ok(())
+    })
 }
 
 /// A new, uniquely named file in `dir`.

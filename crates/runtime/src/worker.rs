@@ -1,33 +1,30 @@
-//! Loading a module or a component as a worker: compile (or load from the cache), check it
-//! speaks its ABI and fits its limits, link it, and keep a pre-instantiation (an
-//! [`InstancePre`], or a component's `ProxyPre`) so each request only instantiates.
+//! A module or a component as a worker: checked (it speaks its ABI and fits its limits), and
+//! its code (a pre-instantiation: an `InstancePre`, or a component's `ProxyPre`) loaded now
+//! or by its first request (crate::resident), so each request only instantiates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY};
-use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
-
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
-
 use crate::Runtime;
-use crate::compiled::{Abi, Compiled};
-use crate::component::ComponentState;
-use crate::error::{ExecError, LoadError};
+use crate::compiled::ModuleInfo;
+use crate::entry::{Code, Entry};
+use crate::error::{ExecError, ExecErrorKind, LoadError};
 use crate::fetch::Fetcher;
 use crate::guest::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
 use crate::keys::Keys;
 use crate::limits::Limits;
 use crate::module_cache::CacheOutcome;
-use crate::request::{self, RequestState, Target};
+use crate::request::{self, Target};
+use crate::resident::{Digest, Resident};
+use crate::source::{Source, Stamp};
 
 /// What to load: a module and the limits and configuration it runs with.
 #[derive(Debug, Clone)]
 pub struct WorkerSpec<'a> {
     /// The worker's name, for logs.
     pub name: &'a str,
-    /// The module's bytes (binary Wasm).
-    pub wasm: &'a [u8],
+    /// Where its module comes from (binary Wasm, a component or a `.cwasm`).
+    pub source: Source,
     /// Its limits.
     pub limits: Limits,
     /// The values `config_get` can read.
@@ -43,7 +40,8 @@ pub struct WorkerSpec<'a> {
     pub image: Option<crate::ImageGrant>,
 }
 
-/// A loaded worker, ready to serve requests. Cheap to clone.
+/// A worker, ready to serve requests: checked, with its code loaded on its first request
+/// (crate::resident). Cheap to clone.
 #[derive(Clone)]
 pub struct Worker {
     inner: Arc<Inner>,
@@ -51,53 +49,32 @@ pub struct Worker {
 
 struct Inner {
     shared: Arc<WorkerShared>,
-    entry: Entry,
-    cache: CacheOutcome,
     info: ModuleInfo,
+    digest: Digest,
+    source: Source,
+    /// What the source file looked like when it was read.
+    stamp: Option<Stamp>,
+    resident: Arc<Resident>,
+    checked: Checked,
 }
 
-/// How a request enters the worker.
-enum Entry {
-    /// A core module's `edgegate_v1_handle`.
-    Core { pre: InstancePre<RequestState>, handle: ModuleExport, memory: ModuleExport },
-    /// A component's `wasi:http/incoming-handler`.
-    Component(ProxyPre<ComponentState>),
-}
-
-/// What a loaded module speaks and needs (all of it checked when it was loaded).
+/// How a worker was checked: by [`Runtime::prepare`], or [`Runtime::load`] (always
+/// [`Checked::Loaded`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModuleInfo {
-    /// The ABI it speaks.
-    pub abi: Abi,
-    /// What it imports, every one provided (it linked): host functions of a module,
-    /// interfaces of a component.
-    pub imports: Vec<String>,
-    /// Bytes of memory it starts with (within the worker's limit: it loaded); for a
-    /// component, all its memories together (0 from a `.cwasm`, which is not read).
-    pub initial_memory: u64,
-    /// The most memory it declares it may grow to, if it declares a maximum.
-    pub maximum_memory: Option<u64>,
-    /// The sha256 of the bytes it was loaded from, in hex: which version this is.
-    pub digest: String,
+pub enum Checked {
+    /// The same bytes as the worker it replaces (the file unchanged): nothing was read.
+    Unchanged,
+    /// The module cache records an earlier full check of these bytes: they were read and
+    /// hashed, nothing was compiled.
+    Recorded,
+    /// Compiled (or loaded from the cache), linked and instantiated once; its code is now
+    /// resident.
+    Loaded(CacheOutcome),
 }
 
-impl ModuleInfo {
-    fn of(module: &Module, digest: String) -> Self {
-        let memory = match module.get_export(EXPORT_MEMORY) {
-            Some(ExternType::Memory(m)) => Some(m),
-            _ => None,
-        };
-        let page = memory.as_ref().map_or(0, |m| m.page_size());
-        Self {
-            abi: Abi::Core,
-            imports: module.imports().map(|i| i.name().to_owned()).collect(),
-            initial_memory: memory.as_ref().map_or(0, |m| m.minimum().saturating_mul(page)),
-            maximum_memory: memory
-                .as_ref()
-                .and_then(|m| m.maximum())
-                .map(|p| p.saturating_mul(page)),
-            digest,
-        }
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.resident.remove_user(&self.digest);
     }
 }
 
@@ -107,31 +84,81 @@ impl std::fmt::Debug for Worker {
     }
 }
 
-impl Worker {
-    pub(crate) fn load(runtime: &Runtime, spec: WorkerSpec<'_>) -> Result<Self, LoadError> {
-        let max = runtime.config().max_memory;
-        if spec.limits.memory > max {
-            return Err(LoadError::MemoryLimitTooLarge { limit: spec.limits.memory, max });
+impl Runtime {
+    /// Loads a module as a worker now: compiled (or read from the cache), checked, linked and
+    /// resident, so its first request does not wait. It stays resident while it is among the
+    /// most recently used; after an eviction its next request loads it again from `source`.
+    pub fn load(&self, spec: WorkerSpec<'_>) -> Result<Worker, LoadError> {
+        let (wasm, stamp) = spec.source.read()?;
+        let digest = crate::module_cache::sha256(&wasm);
+        let resident = self.resident();
+        let (compiled, cache) = resident.compiled(&wasm, &digest)?;
+        let (entry, info) =
+            crate::entry::link(&resident.linkers(), &compiled, Some(&wasm), &digest)?;
+        info.fits(&spec.limits, self.config().max_memory)?;
+        let worker = Worker::new(self, spec, info, digest, stamp, Checked::Loaded(cache.clone()));
+        resident.keep(digest, Code { entry, cache });
+        Ok(worker)
+    }
+
+    /// Checks a module as a worker without keeping its code, where that can be trusted:
+    ///
+    /// * `previous`, the worker it replaces, has the same bytes (the same file, unchanged):
+    ///   nothing is read;
+    /// * the module cache records an earlier full check of these bytes (never of a `.cwasm`,
+    ///   which loads without compiling): they are read and hashed, and the worker's limits
+    ///   checked against the record;
+    /// * otherwise the full check: compiled (or loaded from the cache), checked against its
+    ///   ABI and limits, linked, and instantiated once, as a request would; the check is
+    ///   recorded, and the code stays resident.
+    ///
+    /// Either way the worker's code is loaded by its first request, if it is not resident.
+    pub async fn prepare(
+        &self,
+        spec: WorkerSpec<'_>,
+        previous: Option<&Worker>,
+    ) -> Result<Worker, LoadError> {
+        let max = self.config().max_memory;
+        if let Some(previous) = previous.map(|p| &*p.inner)
+            && spec.source.same_as(&previous.source, previous.stamp)
+        {
+            previous.info.fits(&spec.limits, max)?;
+            let (info, digest, stamp) = (previous.info.clone(), previous.digest, previous.stamp);
+            return Ok(Worker::new(self, spec, info, digest, stamp, Checked::Unchanged));
         }
-        let digest = crate::module_cache::sha256(spec.wasm);
-        let (compiled, cache) = runtime.compiled(spec.wasm, digest)?;
-        let hex = crate::module_cache::hex(&digest);
-        let (entry, info) = match compiled {
-            Compiled::Module(module) => core_entry(runtime, &module, &spec.limits, hex)?,
-            Compiled::Component(component) => {
-                let linker = runtime.component_linker();
-                let (pre, imports, needs) =
-                    crate::component::load(linker, &component, spec.wasm, &spec.limits)?;
-                let info = ModuleInfo {
-                    abi: Abi::HttpComponent,
-                    imports,
-                    initial_memory: needs.initial_memory,
-                    maximum_memory: None,
-                    digest: hex,
-                };
-                (Entry::Component(pre), info)
-            }
-        };
+        let (wasm, stamp) = spec.source.read()?;
+        let digest = crate::module_cache::sha256(&wasm);
+        let resident = self.resident();
+        // A `.cwasm` loads without Cranelift: checking it in full costs little, and says so.
+        let precompiled = wasmtime::Engine::detect_precompiled(&wasm).is_some();
+        if let Some(info) = resident.checked(&digest).filter(|_| !precompiled) {
+            info.fits(&spec.limits, max)?;
+            return Ok(Worker::new(self, spec, info, digest, stamp, Checked::Recorded));
+        }
+        let (compiled, cache) = resident.compiled(&wasm, &digest)?;
+        let (entry, info) =
+            crate::entry::link(&resident.linkers(), &compiled, Some(&wasm), &digest)?;
+        info.fits(&spec.limits, max)?;
+        let worker = Worker::new(self, spec, info, digest, stamp, Checked::Loaded(cache.clone()));
+        let code = Code { entry, cache };
+        worker.trial_of(&code).await?;
+        if !precompiled {
+            resident.record_checked(&digest, &worker.inner.info);
+        }
+        resident.keep(digest, code);
+        Ok(worker)
+    }
+}
+
+impl Worker {
+    fn new(
+        runtime: &Runtime,
+        spec: WorkerSpec<'_>,
+        info: ModuleInfo,
+        digest: Digest,
+        stamp: Option<Stamp>,
+        checked: Checked,
+    ) -> Self {
         let config_block = edgegate_abi::encode_entries(
             spec.config.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),
         );
@@ -152,7 +179,11 @@ impl Worker {
             epoch_tick: runtime.config().epoch_tick,
             activity: runtime.activity().clone(),
         });
-        Ok(Self { inner: Arc::new(Inner { shared, entry, cache, info }) })
+        let resident = runtime.resident().clone();
+        resident.add_user(&digest);
+        let source = spec.source;
+        let inner = Inner { shared, info, digest, source, stamp, resident, checked };
+        Self { inner: Arc::new(inner) }
     }
 
     /// The worker's name.
@@ -175,21 +206,41 @@ impl Worker {
         &self.inner.info
     }
 
-    /// Whether the module came from the compilation cache.
-    pub fn cache_outcome(&self) -> &CacheOutcome {
-        &self.inner.cache
+    /// How it was checked when it was loaded.
+    pub fn checked(&self) -> &Checked {
+        &self.inner.checked
+    }
+
+    /// Whether the worker's code is in memory now.
+    pub fn is_resident(&self) -> bool {
+        self.inner.resident.contains(&self.inner.digest)
+    }
+
+    pub(crate) fn digest(&self) -> &Digest {
+        &self.inner.digest
     }
 
     /// Instantiates the module once, as a request would (a fresh store within the worker's
     /// limits, a slot of the pool), and drops it without calling the guest: what a reload
-    /// checks before it puts a new module in service.
+    /// checks before it puts a new module in service. Loads the code if it is not resident.
     pub async fn trial(&self) -> Result<(), LoadError> {
+        let code = self.code().await.map_err(|e| LoadError::Trial(wasmtime::format_err!("{e}")))?;
+        self.trial_of(&code).await
+    }
+
+    async fn trial_of(&self, code: &Code) -> Result<(), LoadError> {
         let shared = &self.inner.shared;
-        match &self.inner.entry {
+        match &code.entry {
             Entry::Core { pre, .. } => request::trial(shared, pre).await,
             Entry::Component(pre) => crate::component::trial(shared, pre).await,
         }
         .map_err(LoadError::Trial)
+    }
+
+    /// The worker's code: resident, or loaded now.
+    async fn code(&self) -> Result<Arc<Code>, Arc<LoadError>> {
+        let inner = &*self.inner;
+        inner.resident.code(&inner.digest, inner.info.abi, &inner.source).await
     }
 
     /// The first 12 hex digits of the module's sha256: short enough for every log line.
@@ -199,8 +250,8 @@ impl Worker {
 
     /// Serves one request in a fresh instance, dropped before this returns.
     ///
-    /// Hot path: one store, one instantiation from the pool, one call, one copy of the
-    /// response body out of guest memory.
+    /// Hot path: one look-up of the resident code, one store, one instantiation from the
+    /// pool, one call, one copy of the response body out of guest memory.
     pub async fn handle(
         &self,
         request: GuestRequest,
@@ -209,86 +260,70 @@ impl Worker {
         self.handle_measured(request, id).await.0
     }
 
-    /// [`handle`](Self::handle), and what the request cost: instantiation, guest wall and CPU
-    /// time, peak memory. The gateway's logs, metrics and `server-timing` come from it.
+    /// [`handle`](Self::handle), and what the request cost: loading the code (if it was not
+    /// resident), instantiation, guest wall and CPU time, peak memory. The gateway's logs,
+    /// metrics and `server-timing` come from it.
     pub async fn handle_measured(
         &self,
         request: GuestRequest,
         id: RequestId,
     ) -> (Result<GuestOutcome, ExecError>, Usage) {
         let inner = &*self.inner;
-        match &inner.entry {
+        let (code, load) = match inner.resident.resident(&inner.digest) {
+            Some(code) => (code, std::time::Duration::ZERO),
+            None => match self.load_for_request().await {
+                Ok(loaded) => loaded,
+                Err(error) => return (Err(error), Usage::default()),
+            },
+        };
+        let (outcome, usage) = match &code.entry {
             Entry::Core { pre, handle, memory } => {
                 let target = Target { shared: &inner.shared, pre, handle, memory };
                 request::run(target, request, id).await
             }
             Entry::Component(pre) => crate::component::run(&inner.shared, pre, request, id).await,
+        };
+        (outcome, Usage { load, ..usage })
+    }
+
+    /// Waits for the code of a worker that is not resident, within the worker's deadline.
+    async fn load_for_request(&self) -> Result<(Arc<Code>, std::time::Duration), ExecError> {
+        let started = std::time::Instant::now();
+        let deadline = self.inner.shared.limits.deadline;
+        match tokio::time::timeout(deadline, self.code()).await {
+            Ok(Ok(code)) => Ok((code, started.elapsed())),
+            Ok(Err(error)) => {
+                let detail = format!("{:#}", anyhow::Error::from(Cause(error)));
+                Err(ExecError::new(ExecErrorKind::Unloadable, detail))
+            }
+            Err(_) => Err(ExecError::new(
+                ExecErrorKind::DeadlineExceeded,
+                "the worker's code was still loading at its deadline",
+            )),
         }
     }
 }
 
-/// A core module's entry, after checking it speaks ABI v1, fits `limits` and imports only
-/// the ABI's host functions.
-fn core_entry(
-    runtime: &Runtime,
-    module: &Module,
-    limits: &Limits,
-    digest: String,
-) -> Result<(Entry, ModuleInfo), LoadError> {
-    check_exports(module, limits)?;
-    if let Some(import) =
-        module.imports().find(|i| !edgegate_abi::imports::provided(i.module(), i.name()))
-    {
-        return Err(LoadError::UnknownImport(format!("{}::{}", import.module(), import.name())));
+/// A shared load error, as an error with its chain of causes.
+#[derive(Debug)]
+struct Cause(Arc<LoadError>);
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
-    let info = ModuleInfo::of(module, digest);
-    let pre = runtime.linker().instantiate_pre(module).map_err(LoadError::Link)?;
-    let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
-    let handle = export(EXPORT_HANDLE)?;
-    let memory = export(EXPORT_MEMORY)?;
-    Ok((Entry::Core { pre, handle, memory }, info))
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.0)
+    }
 }
 
 /// The budget in epoch ticks, rounded up, at least 1.
 fn cpu_ticks(budget: std::time::Duration, tick: std::time::Duration) -> u32 {
     let ticks = budget.as_nanos().div_ceil(tick.as_nanos().max(1));
     u32::try_from(ticks).unwrap_or(u32::MAX).max(1)
-}
-
-/// Checks the exports against ABI v1 and the initial memory against the limit.
-fn check_exports(module: &Module, limits: &Limits) -> Result<(), LoadError> {
-    if let Some(found) = module
-        .exports()
-        .filter_map(|e| edgegate_abi::abi_version_of_export(e.name()))
-        .find(|&v| v != ABI_VERSION)
-    {
-        return Err(LoadError::AbiVersion { found, supported: ABI_VERSION });
-    }
-    match module.get_export(EXPORT_HANDLE) {
-        None => return Err(LoadError::NoEntryPoint),
-        Some(ExternType::Func(f))
-            if f.params().map(|p| p.matches(&ValType::I32)).eq([true])
-                && f.results().map(|r| r.matches(&ValType::I64)).eq([true]) => {}
-        Some(_) => {
-            return Err(LoadError::BadExport {
-                name: EXPORT_HANDLE,
-                expected: "a function (i32) -> i64",
-            });
-        }
-    }
-    let bad_memory =
-        LoadError::BadExport { name: EXPORT_MEMORY, expected: "a 32-bit linear memory" };
-    let Some(ExternType::Memory(memory)) = module.get_export(EXPORT_MEMORY) else {
-        return Err(bad_memory);
-    };
-    if memory.is_64() || memory.is_shared() {
-        return Err(bad_memory);
-    }
-    let needed = memory.minimum().saturating_mul(memory.page_size());
-    if needed > limits.memory {
-        return Err(LoadError::InitialMemory { needed, limit: limits.memory });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -36,6 +36,12 @@ pub struct EngineConfig {
     /// How many image transforms run at once, process-wide. Default: the CPUs the process may
     /// run on.
     pub image_threads: usize,
+    /// How many modules' compiled code stays in memory; past it the least recently used is
+    /// evicted, and its worker's next request loads it again. Default 1000.
+    pub max_resident: std::num::NonZeroUsize,
+    /// How many workers' code may load (from the module cache, or compiling) at once.
+    /// Default: the CPUs the process may run on.
+    pub load_concurrency: std::num::NonZeroUsize,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +56,9 @@ impl Default for EngineConfig {
             max_worker_memory: ByteSize(runtime.max_memory),
             max_wasm_stack: ByteSize(runtime.max_wasm_stack as u64),
             image_threads: runtime.image_threads,
+            max_resident: runtime.max_resident,
+            load_concurrency: std::num::NonZeroUsize::new(runtime.load_concurrency)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use edgegate_runtime::{
-    CacheOutcome, Fetcher, ModuleCache, Pruning, Runtime, RuntimeConfig, WorkerSpec,
+    Checked, Fetcher, LoadError, ModuleCache, Pruning, Runtime, RuntimeConfig, Source, WorkerSpec,
 };
 use http::{HeaderValue, Response, header};
 use tokio::sync::Semaphore;
@@ -30,9 +30,6 @@ use crate::observe::metrics::RouteMetrics;
 use crate::route::claims::ClaimSource;
 use crate::route::router::Router;
 use crate::route::split::{By, Split};
-
-/// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
-pub(super) const BUILTIN_PREFIX: &str = "builtin:";
 
 /// The modules `builtin:NAME` refers to: the workers bundled in the binary.
 pub type Builtins = &'static [(&'static str, &'static [u8])];
@@ -91,7 +88,7 @@ impl Gateway {
         let snapshot = steps.snapshot(kv, 1).await?;
         snapshot.publish(None);
         if kv_mode == KvMode::Serve {
-            prune_cache(&runtime);
+            prune_cache(&runtime, &snapshot);
         }
         Ok(Self {
             current: ArcSwap::from_pointee(snapshot),
@@ -113,16 +110,16 @@ pub(super) struct Steps<'a> {
     pub(super) runtime: &'a Runtime,
     pub(super) loaded: &'a Loaded,
     pub(super) builtins: Builtins,
-    /// The snapshot serving, on a reload: workers whose module and table are unchanged are
-    /// not tried again.
+    /// The snapshot serving, on a reload: a worker whose module file is unchanged is not read
+    /// again.
     pub(super) previous: Option<&'a Snapshot>,
     /// The gateway's TLS sessions, with `[server.tls]`.
     pub(super) sessions: Option<&'a crate::listen::tls::Sessions>,
 }
 
 impl Steps<'_> {
-    /// Opens the upstreams, loads the workers with their keys, instantiates each changed
-    /// worker once, and compiles the routes.
+    /// Opens the upstreams, checks the workers and loads their keys, and compiles the
+    /// routes.
     pub(super) async fn snapshot(
         &self,
         kv: Arc<Kv>,
@@ -133,7 +130,6 @@ impl Steps<'_> {
         let upstreams = self.open_upstreams(&mut background).await?;
         let fetch_pool = self.fetch_pool()?;
         let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
-        self.try_changed(&workers).await?;
         let shares = self.shares();
         let router = self.compile_routes(&workers, &upstreams, &shares);
         let config = &self.loaded.config;
@@ -204,8 +200,11 @@ impl Steps<'_> {
             .map_err(|e| ConfigError::caused(&loaded.file, "fetch.ca_file", e))
     }
 
-    /// Every worker, with its keys, KV namespaces, fetcher and image grant. Every worker is
-    /// tried, so that one run names every module that does not load.
+    /// Every worker, with its keys, KV namespaces, fetcher and image grant, checked
+    /// ([`Runtime::prepare`]: a module the previous snapshot serves from the same unchanged
+    /// file is not read again, one the module cache records as checked is not compiled, any
+    /// other is compiled and instantiated once). Every worker is tried, so that one run names
+    /// every module that does not load.
     async fn load_workers(
         &self,
         kv: &Kv,
@@ -214,13 +213,15 @@ impl Steps<'_> {
         background: &mut Background,
     ) -> Result<BTreeMap<String, (Worker, Arc<[String]>)>, ConfigError> {
         let loaded = self.loaded;
-        let cache_on = self.runtime.caching();
+        let started = Instant::now();
         let mut workers = BTreeMap::new();
         let mut failed = Vec::new();
+        let mut counts = [0usize; 3];
         for (name, worker) in &loaded.config.workers {
             let key = format!("workers.{name}.module");
+            let previous = self.previous.and_then(|p| p.workers.get(name));
             let loading = async {
-                let wasm = read_module(loaded, &worker.module, self.builtins)
+                let source = module_source(loaded, &worker.module, self.builtins)
                     .map_err(|e| ConfigError::caused(&loaded.file, &key, e))?;
                 let keys = match &worker.jwt {
                     Some(jwt) => {
@@ -231,76 +232,63 @@ impl Steps<'_> {
                     }
                     None => None,
                 };
-                self.runtime
-                    .load(WorkerSpec {
-                        name,
-                        wasm: &wasm,
-                        limits: worker.limits.guest.clone(),
-                        config: worker_config(worker),
-                        keys,
-                        kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
-                        fetcher: fetcher(name, worker, upstreams, fetch_pool),
-                        image: worker.image.as_ref().map(Into::into),
-                    })
-                    .map_err(|source| {
-                        let module = worker.module.clone();
-                        ConfigError::caused(
-                            &loaded.file,
-                            &key,
-                            ModuleError::Load { module, source },
-                        )
-                    })
+                let spec = WorkerSpec {
+                    name,
+                    source,
+                    limits: worker.limits.guest.clone(),
+                    config: worker_config(worker),
+                    keys,
+                    kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
+                    fetcher: fetcher(name, worker, upstreams, fetch_pool),
+                    image: worker.image.as_ref().map(Into::into),
+                };
+                self.runtime.prepare(spec, previous).await.map_err(|source| {
+                    let error = match source {
+                        LoadError::Unreadable { path, source } => {
+                            ModuleError::Read { path, source }
+                        }
+                        source => ModuleError::Load { module: worker.module.clone(), source },
+                    };
+                    ConfigError::caused(&loaded.file, &key, error)
+                })
             };
-            let started = Instant::now();
-            let loaded_worker = match loading.await {
-                Ok(loaded_worker) => loaded_worker,
+            let prepared = match loading.await {
+                Ok(prepared) => prepared,
                 Err(error) => {
                     failed.push(error);
                     continue;
                 }
             };
-            metrics::counter!("edgegate_module_cache_total", "outcome" => cache_label(loaded_worker.cache_outcome(), cache_on))
-                .increment(1);
-            tracing::info!(
-                worker = %name,
-                module = %worker.module,
-                digest = loaded_worker.short_digest(),
-                cache = ?loaded_worker.cache_outcome(),
-                load_ms = started.elapsed().as_millis() as u64,
-                "worker loaded"
-            );
-            workers.insert(
-                name.clone(),
-                (loaded_worker, Arc::<[String]>::from(worker.upstreams.clone())),
-            );
+            counts[match prepared.checked() {
+                Checked::Unchanged => 0,
+                Checked::Recorded => 1,
+                Checked::Loaded(_) => 2,
+            }] += 1;
+            if let Checked::Loaded(cache) = prepared.checked() {
+                tracing::info!(
+                    worker = %name,
+                    module = %worker.module,
+                    digest = prepared.short_digest(),
+                    ?cache,
+                    "worker checked: compiled and instantiated once"
+                );
+            }
+            workers
+                .insert(name.clone(), (prepared, Arc::<[String]>::from(worker.upstreams.clone())));
         }
         if !failed.is_empty() {
             return Err(ConfigError::all(&loaded.file, failed));
         }
+        let [unchanged, recorded, compiled] = counts;
+        tracing::info!(
+            workers = workers.len(),
+            unchanged,
+            recorded,
+            compiled,
+            took_ms = started.elapsed().as_millis() as u64,
+            "workers checked"
+        );
         Ok(workers)
-    }
-
-    /// Instantiates each worker that is new or changed once, as a request would, so that a
-    /// module that loads but cannot run is refused before it serves.
-    async fn try_changed(
-        &self,
-        workers: &BTreeMap<String, (Worker, Arc<[String]>)>,
-    ) -> Result<(), ConfigError> {
-        let mut failed = Vec::new();
-        for (name, (worker, _)) in workers {
-            if self.previous.is_some_and(|p| !changed(p, self.loaded, name, worker)) {
-                continue;
-            }
-            if let Err(source) = worker.trial().await {
-                let module = self.loaded.config.workers[name].module.clone();
-                failed.push(ConfigError::caused(
-                    &self.loaded.file,
-                    format!("workers.{name}.module"),
-                    ModuleError::Load { module, source },
-                ));
-            }
-        }
-        if failed.is_empty() { Ok(()) } else { Err(ConfigError::all(&self.loaded.file, failed)) }
     }
 
     /// Each worker's share of the instance slots: the previous snapshot's where its
@@ -432,19 +420,6 @@ fn fetcher(
     Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone(), counts }))
 }
 
-/// The `outcome` label of `edgegate_module_cache_total`.
-fn cache_label(outcome: &CacheOutcome, cache_on: bool) -> &'static str {
-    match outcome {
-        CacheOutcome::Hit => "hit",
-        CacheOutcome::Miss if !cache_on => "off",
-        CacheOutcome::Miss => "miss",
-        CacheOutcome::Rejected(_) => "rejected",
-        CacheOutcome::NotStored(_) => "not_stored",
-        CacheOutcome::Precompiled => "precompiled",
-        CacheOutcome::Reused => "reused",
-    }
-}
-
 fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
     let dir = match &loaded.config.runtime.cache_dir {
         Some(dir) => loaded.resolve(dir),
@@ -462,10 +437,10 @@ fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
     }
 }
 
-/// Prunes the module cache on a blocking thread, keeping the entries `runtime` has loaded
-/// (docs/configuration.md#runtime): after start-up, and after each reload.
-pub(super) fn prune_cache(runtime: &Runtime) {
-    let Some((cache, keep)) = runtime.cache_in_use() else { return };
+/// Prunes the module cache on a blocking thread, keeping the entries of the modules `snapshot`
+/// serves (docs/configuration.md#runtime): after start-up, and after each reload.
+pub(super) fn prune_cache(runtime: &Runtime, snapshot: &Snapshot) {
+    let Some((cache, keep)) = runtime.cache_in_use(snapshot.workers.values()) else { return };
     tokio::task::spawn_blocking(move || match cache.prune(&keep, std::time::SystemTime::now()) {
         Ok(pruned) if pruned.removed > 0 => tracing::info!(
             removed = pruned.removed,
@@ -505,19 +480,20 @@ enum ModuleError {
 #[error("starting the demo origin")]
 struct DemoOrigin(#[source] std::io::Error);
 
-fn read_module(loaded: &Loaded, module: &str, builtins: Builtins) -> Result<Vec<u8>, ModuleError> {
-    if let Some(name) = module.strip_prefix(BUILTIN_PREFIX) {
+/// Where a worker's module comes from: a built-in's bytes, or a file beside the
+/// configuration (read by [`Runtime::prepare`]).
+fn module_source(loaded: &Loaded, module: &str, builtins: Builtins) -> Result<Source, ModuleError> {
+    if let Some(name) = module.strip_prefix(crate::config::BUILTIN_PREFIX) {
         return builtins
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, wasm)| wasm.to_vec())
+            .map(|(_, wasm)| Source::Bytes(Bytes::from_static(wasm)))
             .ok_or_else(|| {
                 let names: Vec<&str> = builtins.iter().map(|(n, _)| *n).collect();
                 ModuleError::NoBuiltin { name: name.into(), known: names.join(", ") }
             });
     }
-    let path = loaded.resolve(module.as_ref());
-    std::fs::read(&path).map_err(|source| ModuleError::Read { path, source })
+    Ok(Source::File(loaded.resolve(module.as_ref())))
 }
 
 /// The values a worker reads with `config_get`: its `config` table, plus its token policy as
@@ -554,6 +530,8 @@ pub fn runtime_config(config: &crate::config::Config) -> RuntimeConfig {
         epoch_tick: config.runtime.epoch_tick,
         max_wasm_stack: config.runtime.max_wasm_stack.bytes() as usize,
         image_threads: config.runtime.image_threads,
+        max_resident: config.runtime.max_resident,
+        load_concurrency: config.runtime.load_concurrency.get(),
         ..RuntimeConfig::default()
     }
 }

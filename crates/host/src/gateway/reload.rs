@@ -3,8 +3,9 @@
 //!
 //! ```text
 //!  reread + validate ─▶ settings that need a restart? ─▶ open upstreams, load keys,
-//!  load workers (an unchanged module is reused: no compile) ─▶ instantiate each changed
-//!  worker once ─▶ compile routes ─▶ swap            any failure: the old snapshot serves on
+//!  check workers (an unchanged file is not read; a module the cache records as checked is
+//!  not compiled; any other is compiled and instantiated once) ─▶ compile routes ─▶ swap
+//!                                                   any failure: the old snapshot serves on
 //! ```
 //!
 //! Requests that began on the old snapshot finish on it; its pool slots, modules, upstream
@@ -127,9 +128,8 @@ impl Gateway {
             .collect();
         next.publish(Some(&previous));
         let generation = next.generation;
-        self.runtime.retain_modules(next.workers.values().map(|w| w.module_info().digest.as_str()));
+        super::build::prune_cache(&self.runtime, &next);
         self.current.store(std::sync::Arc::new(next));
-        super::build::prune_cache(&self.runtime);
         Ok(Reloaded { generation, changed, removed, modules, took: started.elapsed() })
     }
 }

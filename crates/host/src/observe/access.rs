@@ -88,11 +88,15 @@ pub(crate) fn log(access: &Access<'_>) {
     }
 }
 
-/// The `server-timing` value (durations in milliseconds): `instantiate`, `guest` and
-/// `upstream`, those the request reached; `None` if it reached none.
+/// The `server-timing` value (durations in milliseconds): `load` (when the worker's code was
+/// not resident), `instantiate`, `guest` and `upstream`, those the request reached; `None` if
+/// it reached none.
 pub(crate) fn server_timing(logged: &Logged<'_>) -> Option<String> {
     let usage = &logged.usage;
-    let mut parts = Vec::with_capacity(3);
+    let mut parts = Vec::with_capacity(4);
+    if !usage.load.is_zero() {
+        parts.push(("load", usage.load));
+    }
     if !usage.instantiate.is_zero() {
         parts.push(("instantiate", usage.instantiate));
         parts.push(("guest", usage.guest));

@@ -65,6 +65,19 @@ pub(crate) fn render() -> Option<String> {
     Some(text)
 }
 
+/// The resident set's figures as of now: called before each render.
+pub(crate) fn record_resident(stats: edgegate_runtime::ResidentStats) {
+    metrics::gauge!("edgegate_worker_code_resident").set(stats.resident as f64);
+    for (event, count) in [
+        ("hit", stats.hits),
+        ("load", stats.loads),
+        ("load_failed", stats.load_failures),
+        ("eviction", stats.evictions),
+    ] {
+        metrics::counter!("edgegate_worker_code_total", "event" => event).absolute(count);
+    }
+}
+
 /// What a metric is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -174,7 +187,17 @@ const METRICS: &[(&str, Kind, &str)] = &[
     (
         "edgegate_module_cache_total",
         Kind::Counter,
-        "Worker modules loaded, by how (hit, miss, rejected, not_stored, precompiled, reused, off)",
+        "Workers' code loaded, by how (hit, miss, rejected, not_stored, precompiled, off)",
+    ),
+    (
+        "edgegate_worker_code_total",
+        Kind::Counter,
+        "Requests for workers' code, by event: hit (resident), load, load_failed, eviction",
+    ),
+    (
+        "edgegate_worker_code_resident",
+        Kind::Gauge,
+        "Modules whose compiled code is in memory ([runtime] max_resident caps it)",
     ),
     (
         "edgegate_reloads_total",

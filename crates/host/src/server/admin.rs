@@ -54,6 +54,10 @@ pub(crate) async fn serve(mut acceptor: Acceptor, listener: Listener) {
                         if request.uri().path() == "/reload" {
                             reload(&request, &gateway, &gateway.token).await
                         } else {
+                            if request.uri().path() == "/metrics" {
+                                let stats = gateway.runtime.resident_stats();
+                                crate::observe::metrics::record_resident(stats);
+                            }
                             respond(request.uri().path(), draining)
                         }
                     }

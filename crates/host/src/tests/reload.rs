@@ -75,9 +75,9 @@ async fn a_reload_swaps_the_changed_module_and_reuses_the_unchanged() {
     assert_eq!(same.generation, 2);
     assert!(same.changed.is_empty() && same.modules.is_empty(), "{same:?}");
     assert_eq!(
-        g.workers()[0].1.cache_outcome(),
-        &edgegate_runtime::CacheOutcome::Reused,
-        "an unchanged module is not compiled again"
+        g.workers()[0].1.checked(),
+        &edgegate_runtime::Checked::Unchanged,
+        "an unchanged module is not read again"
     );
 
     site.deploy(edgegate_guests::JSON_TRANSFORM);

@@ -117,35 +117,29 @@ impl Needs {
         needs
     }
 
-    /// Checks against the caps of one instance slot and the worker's memory limit.
-    fn check(&self, limits: &Limits) -> Result<(), LoadError> {
+    /// Checks against the caps of one instance slot.
+    fn check(&self) -> Result<(), LoadError> {
         let over = |what: &'static str, needed: usize, cap: usize| {
             (needed > cap).then_some(LoadError::ComponentTooLarge { what, needed, cap })
         };
         let cap = crate::meter::COMPONENT;
-        if let Some(error) = over("core instances", self.instances, cap.instances)
+        match over("core instances", self.instances, cap.instances)
             .or_else(|| over("linear memories", self.memories, cap.memories))
             .or_else(|| over("tables", self.tables, cap.tables))
         {
-            return Err(error);
+            Some(error) => Err(error),
+            None => Ok(()),
         }
-        if self.initial_memory > limits.memory {
-            return Err(LoadError::InitialMemory {
-                needed: self.initial_memory,
-                limit: limits.memory,
-            });
-        }
-        Ok(())
     }
 }
 
-/// Checks a compiled component (from `wasm`, if it is not a `.cwasm`) and links it: its
-/// imports by name, its size against the caps, and its export of the proxy world.
+/// Checks a compiled component (and `wasm`, the bytes it came from, when they are at hand and
+/// not a `.cwasm`) and links it: its imports by name, its size against the caps, and its
+/// export of the proxy world. Returns the link, its imports and what an instance allocates.
 pub(crate) fn load(
     linker: &Linker<ComponentState>,
     component: &Component,
-    wasm: &[u8],
-    limits: &Limits,
+    wasm: Option<&[u8]>,
 ) -> Result<(ProxyPre<ComponentState>, Vec<String>, Needs), LoadError> {
     let engine = linker.engine();
     let imports: Vec<String> =
@@ -153,9 +147,11 @@ pub(crate) fn load(
     if let Some(unknown) = imports.iter().find(|name| !provides(name)) {
         return Err(LoadError::UnknownComponentImport(unknown.clone()));
     }
-    let needs =
-        if wasmparser::Parser::is_component(wasm) { Needs::of(wasm) } else { Needs::default() };
-    needs.check(limits)?;
+    let needs = match wasm {
+        Some(wasm) if wasmparser::Parser::is_component(wasm) => Needs::of(wasm),
+        _ => Needs::default(),
+    };
+    needs.check()?;
     let pre = linker.instantiate_pre(component).map_err(LoadError::Link)?;
     let pre = ProxyPre::new(pre).map_err(LoadError::NotAProxy)?;
     Ok((pre, imports, needs))

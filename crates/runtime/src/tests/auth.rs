@@ -21,7 +21,7 @@ fn auth_router(runtime: &Runtime, keys: Option<Keys>, config: &[(&str, &str)]) -
     runtime
         .load(WorkerSpec {
             name: "auth",
-            wasm: guests::AUTH_ROUTER,
+            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::AUTH_ROUTER)),
             limits: Limits::default(),
             config: map,
             keys,
@@ -231,7 +231,9 @@ async fn hostile_arguments_to_jws_verify_get_error_codes() {
     let worker = runtime()
         .load(WorkerSpec {
             name: "hostile",
-            wasm: &std::fs::read(guests::HOSTILE).unwrap(),
+            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(
+                &std::fs::read(guests::HOSTILE).unwrap(),
+            )),
             limits: Limits::default(),
             config: BTreeMap::new(),
             keys: Some(all_keys()),

@@ -13,7 +13,7 @@ fn component_with(limits: Limits, fetcher: Option<Arc<dyn Fetcher>>) -> Worker {
     runtime()
         .load(WorkerSpec {
             name: "component",
-            wasm: &wasm,
+            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(&wasm)),
             limits,
             config: BTreeMap::new(),
             keys: None,

@@ -16,7 +16,7 @@ fn resizer(limits: Limits, image: Option<ImageGrant>) -> Worker {
     runtime()
         .load(WorkerSpec {
             name: "image-resize",
-            wasm: guests::IMAGE_RESIZE,
+            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::IMAGE_RESIZE)),
             limits,
             config: BTreeMap::new(),
             keys: None,

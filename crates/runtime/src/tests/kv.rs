@@ -15,7 +15,9 @@ fn kv_worker(namespaces: Vec<Namespace>, limits: Limits) -> Worker {
     runtime()
         .load(WorkerSpec {
             name: "hostile",
-            wasm: &std::fs::read(guests::HOSTILE).unwrap(),
+            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(
+                &std::fs::read(guests::HOSTILE).unwrap(),
+            )),
             limits,
             config: BTreeMap::new(),
             keys: None,

@@ -13,6 +13,7 @@ mod auth;
 mod component;
 mod image;
 mod kv;
+mod resident;
 
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -36,16 +37,20 @@ fn load_into(
     limits: Limits,
     config: &[(&str, &str)],
 ) -> Result<Worker, LoadError> {
-    runtime.load(WorkerSpec {
+    runtime.load(spec(wasm, limits, config))
+}
+
+fn spec<'a>(wasm: &[u8], limits: Limits, config: &[(&str, &str)]) -> WorkerSpec<'a> {
+    WorkerSpec {
         name: "test",
-        wasm,
+        source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(wasm)),
         limits,
         config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         keys: None,
         kv: Vec::new(),
         fetcher: None,
         image: None,
-    })
+    }
 }
 
 fn hostile() -> Worker {
@@ -86,7 +91,7 @@ async fn echo_json_round_trips() {
     let worker = runtime()
         .load(WorkerSpec {
             name: "echo-json",
-            wasm: guests::ECHO_JSON,
+            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::ECHO_JSON)),
             limits: Limits::default(),
             config: BTreeMap::new(),
             keys: None,
@@ -315,7 +320,7 @@ fn modules_that_do_not_fit_are_refused_at_load() {
     assert!(unknown.to_string().contains("`edgegate_v1::teleport`"), "{unknown}");
     let garbage = runtime().load(WorkerSpec {
         name: "garbage",
-        wasm: b"\0asm but not really",
+        source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(b"\0asm but not really")),
         limits: Limits::default(),
         config: BTreeMap::new(),
         keys: None,
@@ -341,12 +346,14 @@ fn the_wrong_abi_message_says_what_to_do() {
 fn module_cache_hits_and_rejects_bad_entries() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::open(dir.path().join("modules")).unwrap();
-    let engine = &runtime().engine;
+    let engine = &runtime().resident().engine;
     let wasm = guests::ECHO_JSON;
 
-    let (_, first) = cache.load_or_compile(engine, wasm).unwrap();
+    let (_, first) =
+        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
     assert_eq!(first, CacheOutcome::Miss);
-    let (_, second) = cache.load_or_compile(engine, wasm).unwrap();
+    let (_, second) =
+        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
     assert_eq!(second, CacheOutcome::Hit);
 
     let wasm_hash = crate::module_cache::sha256(wasm);
@@ -357,30 +364,38 @@ fn module_cache_hits_and_rejects_bad_entries() {
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     std::fs::write(&entry, &bytes).unwrap();
-    let (_, outcome) = cache.load_or_compile(engine, wasm).unwrap();
+    let (_, outcome) =
+        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
     assert!(
         matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("checksum")),
         "{outcome:?}"
     );
-    assert_eq!(cache.load_or_compile(engine, wasm).unwrap().1, CacheOutcome::Hit);
+    assert_eq!(
+        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        CacheOutcome::Hit
+    );
 
     // An entry for another module under this module's name is refused.
     let mut foreign = std::fs::read(&entry).unwrap();
     foreign[16..48].copy_from_slice(&[0; 32]);
     std::fs::write(&entry, &foreign).unwrap();
-    let (_, outcome) = cache.load_or_compile(engine, wasm).unwrap();
+    let (_, outcome) =
+        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
     assert!(matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("another module")));
 
     // Garbage is not an entry.
     std::fs::write(&entry, b"garbage").unwrap();
-    assert!(matches!(cache.load_or_compile(engine, wasm).unwrap().1, CacheOutcome::Rejected(_)));
+    assert!(matches!(
+        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        CacheOutcome::Rejected(_)
+    ));
 }
 
 #[test]
 fn an_entry_from_another_engine_configuration_is_never_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::open(dir.path()).unwrap();
-    let ours = &runtime().engine;
+    let ours = &runtime().resident().engine;
     let mut config = wasmtime::Config::new();
     config.cranelift_opt_level(wasmtime::OptLevel::None);
     let theirs = wasmtime::Engine::new(&config).unwrap();
@@ -390,21 +405,29 @@ fn an_entry_from_another_engine_configuration_is_never_loaded() {
     // Other settings, other name: a stale entry is not even opened ...
     assert_ne!(cache.entry_path(ours, &hash), cache.entry_path(&theirs, &hash));
     // ... and one planted under our name, checksum and all, is refused by Wasmtime.
-    assert_eq!(cache.load_or_compile(&theirs, wasm).unwrap().1, CacheOutcome::Miss);
+    assert_eq!(
+        cache.load_or_compile(&theirs, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        CacheOutcome::Miss
+    );
     std::fs::copy(cache.entry_path(&theirs, &hash), cache.entry_path(ours, &hash)).unwrap();
-    let (_, outcome) = cache.load_or_compile(ours, wasm).unwrap();
+    let (_, outcome) =
+        cache.load_or_compile(ours, wasm, &crate::module_cache::sha256(wasm)).unwrap();
     assert!(
         matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("wasmtime")),
         "{outcome:?}"
     );
-    assert_eq!(cache.load_or_compile(ours, wasm).unwrap().1, CacheOutcome::Hit);
+    assert_eq!(
+        cache.load_or_compile(ours, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        CacheOutcome::Hit
+    );
 }
 
 #[tokio::test]
 async fn a_precompiled_module_loads_as_it_is_and_serves() {
     let cwasm = runtime().precompile(&std::fs::read(guests::HOSTILE).unwrap()).unwrap();
-    let worker = load_bytes(&cwasm, Limits::default(), &[]).unwrap();
-    assert_eq!(worker.cache_outcome(), &CacheOutcome::Precompiled);
+    let spec = spec(&cwasm, Limits::default(), &[]);
+    let worker = runtime().prepare(spec, None).await.unwrap();
+    assert_eq!(worker.checked(), &crate::Checked::Loaded(CacheOutcome::Precompiled));
     still_serves(&worker).await;
 }
 

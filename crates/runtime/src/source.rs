@@ -1,0 +1,89 @@
+//! Where a worker's bytes come from, so that its code can be loaded again after an eviction:
+//! bytes held in memory, or a file read again (and checked against the digest taken when the
+//! worker was checked).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::error::LoadError;
+
+/// A worker's module: a core module, a component or a `.cwasm`.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Bytes held in memory (a worker built into the binary, a test's module).
+    Bytes(Bytes),
+    /// A file. It is read when the worker is checked, and again only when its code is loaded
+    /// and the module cache has no entry for it.
+    File(PathBuf),
+}
+
+/// What a file looked like when it was read: a reload whose file still looks the same
+/// trusts the digest it had, without reading and hashing it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified_ns: i128,
+    changed_ns: i128,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> std::io::Result<Self> {
+        let meta = std::fs::metadata(path)?;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Ok(Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            modified_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            changed_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+}
+
+impl Source {
+    /// The bytes, and for a file what it looked like before it was read (so that a change
+    /// made while reading it shows at the next look).
+    pub(crate) fn read(&self) -> Result<(Bytes, Option<Stamp>), LoadError> {
+        match self {
+            Self::Bytes(bytes) => Ok((bytes.clone(), None)),
+            Self::File(path) => {
+                let unreadable = |source| LoadError::Unreadable { path: path.clone(), source };
+                let stamp = Stamp::of(path).map_err(unreadable)?;
+                let bytes = std::fs::read(path).map_err(unreadable)?;
+                Ok((bytes.into(), Some(stamp)))
+            }
+        }
+    }
+
+    /// The bytes again, for a load after the check: refused if they are no longer the ones
+    /// whose sha256 is `digest`.
+    pub(crate) fn read_again(&self, digest: &[u8; 32]) -> Result<Bytes, LoadError> {
+        let (bytes, _) = self.read()?;
+        if crate::module_cache::sha256(&bytes) != *digest {
+            let path = match self {
+                Self::File(path) => path.clone(),
+                Self::Bytes(_) => PathBuf::new(),
+            };
+            return Err(LoadError::Changed { path });
+        }
+        Ok(bytes)
+    }
+
+    /// Whether `self` is surely the same bytes as `before`, read when it looked like `stamp`:
+    /// the same memory, or the same file unchanged since.
+    pub(crate) fn same_as(&self, before: &Self, stamp: Option<Stamp>) -> bool {
+        match (self, before) {
+            (Self::Bytes(now), Self::Bytes(then)) => {
+                now.as_ptr() == then.as_ptr() && now.len() == then.len()
+            }
+            (Self::File(now), Self::File(then)) => {
+                now == then && stamp.is_some() && Stamp::of(now).ok() == stamp
+            }
+            _ => false,
+        }
+    }
+}
