@@ -127,6 +127,13 @@ impl Gateway {
         Self::spawn(&["--config", path.to_str().unwrap()], &[], dir, Some((soft, hard)))
     }
 
+    /// `edgegate serve --config <path>` with more environment variables, for a configuration
+    /// the test keeps (and may serve again after a restart).
+    pub fn start_at(path: &std::path::Path, env: &[(&str, &str)]) -> Self {
+        let unused = tempfile::tempdir().unwrap();
+        Self::spawn(&["--config", path.to_str().unwrap()], env, unused, None)
+    }
+
     /// Lowers the running gateway's open-file limit, soft and hard, to `limit`: what start-up
     /// checked no longer holds.
     pub fn limit_open_files(&self, limit: u64) {

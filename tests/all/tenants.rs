@@ -54,3 +54,164 @@ fn an_evicted_worker_loads_again_on_its_next_request() {
     assert_eq!(stages(&resident), ["instantiate", "guest"], "and now it is resident");
     assert_eq!(counter(&gw, "edgegate_worker_code_resident"), 1);
 }
+
+const TOKEN: &str = "deploy-secret";
+
+/// A site whose admin API deploys into `deployed/`, with one worker of its own at `/echo`.
+fn deploy_site() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("edgegate.toml");
+    let text = format!(
+        r#"
+        {runtime}
+        [deploy]
+        dir = "deployed"
+        max_module = "64KiB"
+        max_memory = "32MiB"
+        max_routes = 2
+
+        [workers.echo]
+        module = "builtin:echo-json"
+
+        [[routes]]
+        name = "echo"
+        path = "/echo"
+        worker = "echo"
+        "#,
+        runtime = runtime_section(),
+    );
+    std::fs::write(&config, text).unwrap();
+    std::fs::write(dir.path().join("echo.wasm"), edgegate_guests::ECHO_JSON).unwrap();
+    std::fs::copy(edgegate_guests::HOSTILE, dir.path().join("hostile.wasm")).unwrap();
+    std::fs::write(dir.path().join("broken.wasm"), b"\0asm but not really").unwrap();
+    (dir, config)
+}
+
+/// `curl` against the admin API: the status and the body.
+fn api(
+    gw: &Gateway,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    form: &[String],
+) -> (u16, String) {
+    let url = format!("http://{}{path}", gw.admin);
+    let mut args =
+        vec!["-sS".to_owned(), "-o".into(), "-".into(), "-w".into(), "\n%{http_code}".into()];
+    args.extend(["-X".into(), method.into()]);
+    if let Some(token) = token {
+        args.extend(["-H".into(), format!("authorization: Bearer {token}")]);
+    }
+    for part in form {
+        args.extend(["-F".into(), part.clone()]);
+    }
+    args.push(url);
+    let out = std::process::Command::new("curl").args(&args).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or_else(|| panic!("{text}"));
+    (status.parse().unwrap_or_else(|_| panic!("{text}")), body.to_owned())
+}
+
+/// A deploy's form: the worker's TOML, written beside the configuration, and a module file.
+fn form(dir: &std::path::Path, worker: &str, module: Option<&str>) -> Vec<String> {
+    let file = dir.join("worker.toml");
+    std::fs::write(&file, worker).unwrap();
+    let mut parts = vec![format!("worker=@{}", file.display())];
+    if let Some(module) = module {
+        parts.push(format!("module=@{};type=application/wasm", dir.join(module).display()));
+    }
+    parts
+}
+
+fn listed(gw: &Gateway) -> serde_json::Value {
+    let (status, body) = api(gw, "GET", "/workers", Some(TOKEN), &[]);
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn the_workers_api_deploys_replaces_and_removes_workers_and_a_restart_keeps_them() {
+    let (dir, config) = deploy_site();
+    let d = dir.path();
+    let env = [("EDGEGATE_ADMIN_TOKEN", TOKEN)];
+    let mut gw = Gateway::start_at(&config, &env);
+    let hello = "[worker]\nlimits = { memory = \"16MiB\" }\n[[routes]]\npath = \"/hello\"\n";
+
+    // Only with the token.
+    assert_eq!(api(&gw, "PUT", "/workers/hello", None, &form(d, hello, Some("echo.wasm"))).0, 401);
+    assert_eq!(
+        api(&gw, "PUT", "/workers/hello", Some("wrong"), &form(d, hello, Some("echo.wasm"))).0,
+        401
+    );
+    assert_eq!(post(gw.addr, "/hello", b"{}").status, 404);
+
+    let (status, body) =
+        api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, hello, Some("echo.wasm")));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"changed\":[\"hello\"]"), "{body}");
+    assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
+    let workers = listed(&gw);
+    let hello_listed = workers["workers"].as_array().unwrap().iter().find(|w| w["name"] == "hello");
+    let hello_listed = hello_listed.unwrap_or_else(|| panic!("{workers}"));
+    assert_eq!(hello_listed["deployed"], true);
+    assert_eq!(hello_listed["routes"], serde_json::json!(["hello[0]"]));
+    assert!(d.join("deployed/hello.toml").exists());
+
+    // Refused, each with its reason, and the deployed version serves on.
+    let refused = |name: &str, worker: &str, module: Option<&str>| {
+        api(&gw, "PUT", &format!("/workers/{name}"), Some(TOKEN), &form(d, worker, module))
+    };
+    let (status, body) = refused("hello", hello, Some("broken.wasm"));
+    assert_eq!(status, 422, "a module that does not compile: {body}");
+    assert!(body.contains("invalid_worker"), "{body}");
+    let (status, body) =
+        refused("other", "[worker]\n[[routes]]\npath = \"/echo\"\n", Some("echo.wasm"));
+    assert_eq!(status, 422, "a route another worker has: {body}");
+    assert!(body.contains("matches the same requests as route `echo`"), "{body}");
+    let (status, body) = refused("echo", hello, Some("echo.wasm"));
+    assert_eq!(status, 409, "the configuration file's worker: {body}");
+    let (status, body) = refused("big", hello, Some("hostile.wasm"));
+    assert_eq!(status, 413, "over deploy.max_module: {body}");
+    let (status, body) =
+        refused("greedy", "[worker]\nlimits = { memory = \"64MiB\" }\n", Some("echo.wasm"));
+    assert_eq!(status, 422, "over deploy.max_memory: {body}");
+    assert!(body.contains("deploy.max_memory"), "{body}");
+    let three = "[worker]\n[[routes]]\npath = \"/a\"\n[[routes]]\npath = \"/b\"\n[[routes]]\npath = \"/c\"\n";
+    assert_eq!(refused("wide", three, Some("echo.wasm")).0, 422, "over deploy.max_routes");
+    assert_eq!(refused("Bad.Name", hello, Some("echo.wasm")).0, 400);
+    assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
+    let modules = std::fs::read_dir(d.join("deployed")).unwrap().count();
+    assert_eq!(modules, 2, "hello.toml and its module, nothing left by the refusals");
+
+    // Replaced: another module and another route.
+    let moved = "[worker]\n[[routes]]\nprefix = \"/moved\"\n";
+    let (status, body) = refused("hello", moved, Some("echo.wasm"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(post(gw.addr, "/hello", b"{}").status, 404);
+    assert_eq!(post(gw.addr, "/moved/x", b"[1]").text(), "[1]");
+
+    // A restart serves what was deployed.
+    gw.stop();
+    let gw = Gateway::start_at(&config, &env);
+    assert_eq!(post(gw.addr, "/moved/x", b"[2]").text(), "[2]");
+    assert!(listed(&gw).to_string().contains("\"name\":\"hello\""));
+
+    // Removed, with its files.
+    assert_eq!(api(&gw, "DELETE", "/workers/hello", Some(TOKEN), &[]).0, 200);
+    assert_eq!(post(gw.addr, "/moved/x", b"[3]").status, 404);
+    assert_eq!(api(&gw, "DELETE", "/workers/hello", Some(TOKEN), &[]).0, 404);
+    assert_eq!(api(&gw, "DELETE", "/workers/echo", Some(TOKEN), &[]).0, 409);
+    assert_eq!(std::fs::read_dir(d.join("deployed")).unwrap().count(), 0);
+}
+
+#[test]
+fn without_an_admin_token_nothing_can_be_deployed() {
+    let (dir, config) = deploy_site();
+    let gw = Gateway::start_at(&config, &[]);
+    let hello = "[worker]\n[[routes]]\npath = \"/hello\"\n";
+    let (status, body) =
+        api(&gw, "PUT", "/workers/hello", None, &form(dir.path(), hello, Some("echo.wasm")));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("EDGEGATE_ADMIN_TOKEN"), "{body}");
+    assert_eq!(post(gw.addr, "/hello", b"{}").status, 404);
+}

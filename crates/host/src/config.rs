@@ -17,6 +17,7 @@ use std::time::Duration;
 use edgegate_runtime::units::duration;
 use serde::Deserialize;
 
+pub(crate) mod deploy;
 mod error;
 mod fetch;
 mod image;
@@ -31,6 +32,7 @@ pub(crate) mod token;
 mod upstream;
 mod worker;
 
+pub use deploy::{DeployConfig, Deployed};
 pub use error::ConfigError;
 use error::Unreadable;
 pub use fetch::FetchConfig;
@@ -70,6 +72,9 @@ pub struct Config {
     /// Workers' outbound requests to hosts that are not upstreams.
     #[serde(default)]
     pub fetch: FetchConfig,
+    /// The workers the admin API deploys, and what one deploy may ask for.
+    #[serde(default)]
+    pub deploy: DeployConfig,
 }
 
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
@@ -97,6 +102,11 @@ pub struct Loaded {
     pub path: Option<PathBuf>,
     /// The text, for a reload of a configuration that has no file.
     text: Arc<str>,
+    /// The file's configuration, before the deployed workers were merged in.
+    main: Arc<Config>,
+    /// The workers the admin API deployed (`[deploy] dir`), by name, with their files' text:
+    /// merged into [`Loaded::config`].
+    pub deployed: Arc<BTreeMap<String, (Deployed, String)>>,
 }
 
 impl Loaded {
@@ -127,9 +137,30 @@ impl Loaded {
         Ok(loaded)
     }
 
-    /// Parses and checks configuration text.
+    /// Parses and checks configuration text, with the workers deployed in its `[deploy]
+    /// dir`.
     pub fn from_text(text: &str, file: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
-        let config = parse(text, file)?;
+        let main: Arc<Config> = Arc::new(parse_as(text, file)?);
+        let deployed = match main.deploy.resolved_dir(&base_dir) {
+            Some(dir) => deploy::read_dir(&dir)?,
+            None => BTreeMap::new(),
+        };
+        let mut loaded = Self::assemble(main, file, base_dir, deployed)?;
+        loaded.text = text.into();
+        Ok(loaded)
+    }
+
+    /// The file's configuration with the `deployed` workers merged in, checked as one.
+    fn assemble(
+        main: Arc<Config>,
+        file: &str,
+        base_dir: PathBuf,
+        deployed: BTreeMap<String, (Deployed, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = (*main).clone();
+        if let Some(dir) = config.deploy.resolved_dir(&base_dir) {
+            deploy::merge(&mut config, &dir, &deployed)?;
+        }
         validate(&config, file)?;
         Ok(Self {
             config,
@@ -137,8 +168,35 @@ impl Loaded {
             base_dir,
             env_defaults: BTreeMap::new(),
             path: None,
-            text: text.into(),
+            text: Arc::from(""),
+            main,
+            deployed: Arc::new(deployed),
         })
+    }
+
+    /// This configuration with worker `name` deployed as `worker` (the text of its file), or
+    /// removed (`None`), checked as a whole. Files are not touched.
+    pub(crate) fn with_deployed(
+        &self,
+        name: &str,
+        worker: Option<(Deployed, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut deployed = (*self.deployed).clone();
+        match worker {
+            Some(worker) => deployed.insert(name.to_owned(), worker),
+            None => deployed.remove(name),
+        };
+        let main = self.main.clone();
+        let mut next = Self::assemble(main, &self.file, self.base_dir.clone(), deployed)?;
+        next.path = self.path.clone();
+        next.text = self.text.clone();
+        next.env_defaults = self.env_defaults.clone();
+        Ok(next)
+    }
+
+    /// The `[deploy] dir`, resolved, if the admin API may deploy.
+    pub(crate) fn deploy_dir(&self) -> Option<PathBuf> {
+        self.config.deploy.resolved_dir(&self.base_dir)
     }
 
     /// An environment variable, or its default from [`Loaded::env_defaults`].
@@ -152,7 +210,7 @@ impl Loaded {
     }
 }
 
-fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+fn parse_as<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, ConfigError> {
     let error = |key: Option<String>, e: &toml::de::Error| ConfigError {
         file: file.to_owned(),
         key,

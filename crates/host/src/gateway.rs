@@ -28,6 +28,7 @@ use crate::observe::metrics::{Level, Raised, RouteMetrics};
 use crate::route::shadow::Digested;
 
 mod build;
+mod deploy;
 mod dispatch;
 mod ids;
 mod reload;
@@ -35,6 +36,7 @@ mod shadowing;
 mod snapshot;
 
 pub use build::{Builtins, runtime_config};
+pub use deploy::{DeployError, DeployRequest};
 use ids::RequestIds;
 pub use reload::{ReloadError, Reloaded};
 pub(crate) use snapshot::Snapshot;

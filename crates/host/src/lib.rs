@@ -35,7 +35,10 @@ pub mod server;
 mod tests;
 
 pub use forward::upstream::UpstreamBody;
-pub use gateway::{Builtins, Gateway, ReloadError, Reloaded, ResponseBody, runtime_config};
+pub use gateway::{
+    Builtins, DeployError, DeployRequest, Gateway, ReloadError, Reloaded, ResponseBody,
+    runtime_config,
+};
 pub use listen::conn::{ConnInfo, TlsInfo};
 pub use route::shadow::Digested;
 pub use server::{Server, shutdown_signal};

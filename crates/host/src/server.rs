@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod files;
 pub mod watch;
+pub(crate) mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;

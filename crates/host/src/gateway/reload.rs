@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::build::{Steps, changed};
-use super::{Gateway, Reloads};
-use crate::config::{Config, ConfigError};
+use super::{Gateway, Reloads, Snapshot};
+use crate::config::{Config, ConfigError, Loaded};
 
 /// A reload that took effect.
 #[derive(Debug, Clone, Serialize)]
@@ -93,6 +93,18 @@ impl Gateway {
     ) -> Result<Reloaded, ReloadError> {
         let previous = self.current.load_full();
         let loaded = previous.loaded.reread()?;
+        let next = self.build_next_from(reloads, &previous, loaded).await?;
+        Ok(self.swap_in(&previous, next, started))
+    }
+
+    /// The snapshot that would serve `loaded` after `previous`: refused if a setting changed
+    /// that only a restart applies, or if anything does not build.
+    pub(super) async fn build_next_from(
+        &self,
+        reloads: &Reloads,
+        previous: &Snapshot,
+        loaded: Loaded,
+    ) -> Result<Snapshot, ReloadError> {
         let keys = restart_needed(&previous.loaded.config, &loaded.config);
         if !keys.is_empty() {
             return Err(ReloadError::RestartNeeded { file: loaded.file.clone(), keys });
@@ -101,14 +113,24 @@ impl Gateway {
             runtime: &self.runtime,
             loaded: &loaded,
             builtins: reloads.builtins,
-            previous: Some(&previous),
+            previous: Some(previous),
             sessions: self.sessions.as_ref(),
         };
-        let next = steps.snapshot(previous.kv.clone(), previous.generation + 1).await?;
+        Ok(steps.snapshot(previous.kv.clone(), previous.generation + 1).await?)
+    }
+
+    /// Puts `next` in service after `previous`, and says what changed.
+    pub(super) fn swap_in(
+        &self,
+        previous: &Snapshot,
+        next: Snapshot,
+        started: Instant,
+    ) -> Reloaded {
+        let loaded = &next.loaded;
         let changed: Vec<String> = next
             .workers
             .iter()
-            .filter(|(name, worker)| changed(&previous, &loaded, name, worker))
+            .filter(|(name, worker)| changed(previous, loaded, name, worker))
             .map(|(name, _)| name.clone())
             .collect();
         let removed = previous
@@ -126,11 +148,11 @@ impl Gateway {
             })
             .map(|(name, worker)| (name.clone(), worker.module_info().digest.clone()))
             .collect();
-        next.publish(Some(&previous));
+        next.publish(Some(previous));
         let generation = next.generation;
         super::build::prune_cache(&self.runtime, &next);
         self.current.store(std::sync::Arc::new(next));
-        Ok(Reloaded { generation, changed, removed, modules, took: started.elapsed() })
+        Reloaded { generation, changed, removed, modules, took: started.elapsed() }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The admin listener: `GET /healthz` answers 200 while serving and 503 while draining;
 //! `GET /metrics` answers the Prometheus text format (see [`crate::observe::metrics`]); `POST /reload`
-//! reloads the configuration and workers and answers with the result as JSON. When
+//! reloads the configuration and workers and answers with the result as JSON; `/workers` is
+//! the workers API (`crate::server::workers`). When
 //! `EDGEGATE_ADMIN_TOKEN` is set, `/reload` needs `Authorization: Bearer <that token>`; set
 //! and empty, the gateway refuses to start (an empty secret must not open the door).
 //!
@@ -51,8 +52,11 @@ pub(crate) async fn serve(mut acceptor: Acceptor, listener: Listener) {
                     let draining = listener.draining.load(Ordering::Relaxed);
                     let gateway = listener.gateway.clone();
                     async move {
-                        if request.uri().path() == "/reload" {
+                        let path = request.uri().path();
+                        if path == "/reload" {
                             reload(&request, &gateway, &gateway.token).await
+                        } else if path == "/workers" || path.starts_with("/workers/") {
+                            crate::server::workers::serve(request, &gateway, &gateway.token).await
                         } else {
                             if request.uri().path() == "/metrics" {
                                 let stats = gateway.runtime.resident_stats();
@@ -106,7 +110,7 @@ async fn reload<B>(
     }
 }
 
-fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+pub(super) fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
