@@ -215,3 +215,33 @@ fn without_an_admin_token_nothing_can_be_deployed() {
     assert!(body.contains("EDGEGATE_ADMIN_TOKEN"), "{body}");
     assert_eq!(post(gw.addr, "/hello", b"{}").status, 404);
 }
+
+/// `/metrics` grows with the workers that serve, not with the workers configured: a worker's
+/// guest histograms appear with its first request, and a reload keeps counting in them.
+#[test]
+fn only_workers_that_served_have_series() {
+    let gw = Gateway::start(&two_workers_one_resident());
+    let cpu_count = |worker: &str| {
+        crate::support::metric_line(
+            &gw,
+            &format!("edgegate_guest_cpu_seconds_count{{worker=\"{worker}\"}}"),
+        )
+    };
+    assert_eq!(get(gw.addr, "/h/ok").status, 200);
+    assert_eq!(
+        cpu_count("hostile").as_deref(),
+        Some("edgegate_guest_cpu_seconds_count{worker=\"hostile\"} 1")
+    );
+    assert_eq!(cpu_count("echo"), None, "echo served nothing");
+    let info = crate::support::metric_line(&gw, "edgegate_worker_info{worker=\"echo\"");
+    assert!(info.is_some(), "every worker has its one info line");
+
+    let reloaded = crate::support::http(gw.admin, "POST", "/reload", &[], b"");
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    assert_eq!(get(gw.addr, "/h/ok").status, 200);
+    assert_eq!(
+        cpu_count("hostile").as_deref(),
+        Some("edgegate_guest_cpu_seconds_count{worker=\"hostile\"} 2")
+    );
+    assert_eq!(cpu_count("echo"), None);
+}

@@ -240,8 +240,9 @@ struct Outcome {
     duration: Arc<Buckets>,
 }
 
-/// A route's handles: registered per status and error source, and per trap or limit, on first
-/// use; per worker at once.
+/// A route's handles, each registered on first use: per status and error source, per trap or
+/// limit, and its worker's guest histograms. A worker that serves nothing has no series, so
+/// `/metrics` grows with the workers that serve, not with the workers configured.
 pub(crate) struct RouteMetrics {
     route: String,
     worker: String,
@@ -250,9 +251,35 @@ pub(crate) struct RouteMetrics {
     /// `edgegate_traps_total` and `edgegate_limit_hits_total`, by name, label and worker
     /// (a split route's targets are several).
     failures: Keyed<(&'static str, &'static str, String), Arc<Count>>,
+    guest: std::sync::OnceLock<Guest>,
+}
+
+/// A worker's guest histograms: instantiation, CPU, memory peak.
+struct Guest {
     instantiate: Arc<Buckets>,
     cpu: Arc<Buckets>,
     memory: Arc<Buckets>,
+}
+
+impl Guest {
+    const INSTANTIATE: &str = "edgegate_instantiate_duration_seconds";
+
+    /// `worker`'s series, registered now if need be.
+    fn of(worker: &str) -> Self {
+        let per_worker = |name, scale| histogram(name, scale, vec![("worker", worker.to_owned())]);
+        Self {
+            instantiate: per_worker(Self::INSTANTIATE, &SECONDS),
+            cpu: per_worker("edgegate_guest_cpu_seconds", &SECONDS),
+            memory: per_worker("edgegate_guest_memory_peak_bytes", &BYTES),
+        }
+    }
+
+    /// `worker`'s series if they are registered (its worker served under the previous
+    /// configuration, which still holds them): a reload keeps counting in them.
+    fn existing(worker: &str) -> Option<Self> {
+        let labels = vec![("worker", worker.to_owned())];
+        series::existing_histogram(Self::INSTANTIATE, &labels).map(|_| Self::of(worker))
+    }
 }
 
 /// The help of `name`, a metric in [`METRICS`].
@@ -288,15 +315,16 @@ impl std::fmt::Debug for RouteMetrics {
 impl RouteMetrics {
     /// The handles of `route`, served by `worker`.
     pub(crate) fn new(route: &str, worker: &str) -> Self {
-        let per_worker = |name, scale| histogram(name, scale, vec![("worker", worker.to_owned())]);
+        let guest = std::sync::OnceLock::new();
+        if let Some(existing) = Guest::existing(worker) {
+            let _ = guest.set(existing);
+        }
         Self {
             route: route.to_owned(),
             worker: worker.to_owned(),
             outcomes: Keyed::default(),
             failures: Keyed::default(),
-            instantiate: per_worker("edgegate_instantiate_duration_seconds", &SECONDS),
-            cpu: per_worker("edgegate_guest_cpu_seconds", &SECONDS),
-            memory: per_worker("edgegate_guest_memory_peak_bytes", &BYTES),
+            guest,
         }
     }
 
@@ -308,9 +336,11 @@ impl RouteMetrics {
             worker: "-".to_owned(),
             outcomes: Keyed::default(),
             failures: Keyed::default(),
-            instantiate: Buckets::detached(&SECONDS),
-            cpu: Buckets::detached(&SECONDS),
-            memory: Buckets::detached(&BYTES),
+            guest: std::sync::OnceLock::from(Guest {
+                instantiate: Buckets::detached(&SECONDS),
+                cpu: Buckets::detached(&SECONDS),
+                memory: Buckets::detached(&BYTES),
+            }),
         }
     }
 
@@ -369,9 +399,10 @@ impl RouteMetrics {
         if usage.instantiate.is_zero() {
             return;
         }
-        self.instantiate.record_time(usage.instantiate);
-        self.cpu.record_time(usage.cpu);
-        self.memory.record(usage.memory_peak);
+        let guest = self.guest.get_or_init(|| Guest::of(&self.worker));
+        guest.instantiate.record_time(usage.instantiate);
+        guest.cpu.record_time(usage.cpu);
+        guest.memory.record(usage.memory_peak);
     }
 }
 

@@ -205,6 +205,17 @@ fn find_or_add<T>(
     family.series.entry(labels).or_insert_with(new).clone()
 }
 
+/// The series of `name` with `labels` in `families`, if something registered it.
+fn find<T>(families: &Families<T>, name: &str, labels: &Labels) -> Option<Arc<T>> {
+    let families = families.lock().unwrap_or_else(|e| e.into_inner());
+    families.iter().find(|f| f.name == name)?.series.get(labels).cloned()
+}
+
+/// The histogram series of `name` with `labels`, if it is registered.
+pub(crate) fn existing_histogram(name: &str, labels: &Labels) -> Option<Arc<Buckets>> {
+    find(&HISTOGRAMS, name, labels)
+}
+
 /// The histogram series of `name` with `labels`.
 pub(crate) fn histogram(
     name: &'static str,
