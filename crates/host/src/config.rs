@@ -40,7 +40,7 @@ pub use image::ImageConfig;
 pub use jwt::{JwtConfig, KeySourceConfig};
 pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
 pub use route::{RespondConfig, RouteConfig};
-pub use runtime::EngineConfig;
+pub use runtime::{EngineConfig, MemoryInit};
 pub use server::ServerConfig;
 pub use split::{ShadowConfig, SplitConfig, SplitRuleConfig, SplitTargetConfig, StickyConfig};
 pub use tls::{CertificateConfig, ClientAuthConfig, TlsConfig, TlsVersion};
@@ -302,6 +302,15 @@ mod tests {
         assert_eq!(limits.request_body, ByteSize(1024));
         let guest = Limits { kv_ops: 3, cpu: Duration::from_millis(7), ..Limits::default() };
         assert_eq!(limits.guest, guest);
+    }
+
+    #[test]
+    fn memory_init_is_cow_or_copy() {
+        assert_eq!(load("").unwrap().runtime.memory_init, MemoryInit::Cow);
+        let copy = load("[runtime]\nmemory_init = \"copy\"\n").unwrap();
+        assert_eq!(copy.runtime.memory_init, MemoryInit::Copy);
+        let e = error("[runtime]\nmemory_init = \"lazy\"\n");
+        assert_eq!(e.key.as_deref(), Some("runtime.memory_init"), "{e}");
     }
 
     #[test]

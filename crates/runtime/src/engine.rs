@@ -58,6 +58,12 @@ pub struct RuntimeConfig {
     /// **Loads at once** (default: the CPUs the process may run on): how many workers' code
     /// may load (read from the module cache, or compile) at the same time.
     pub load_concurrency: usize,
+    /// **Copy-on-write memory images** (default true): a fresh instance maps its module's
+    /// data as a copy-on-write image; a pool slot last used by another module is remapped.
+    /// `false` copies the data segments into the slot instead: no remapping, so requests
+    /// spread over many modules cost what requests to one do, at a copy of the module's
+    /// data per request (docs/configuration.md#runtime).
+    pub memory_init_cow: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -71,6 +77,7 @@ impl Default for RuntimeConfig {
             image_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_resident: std::num::NonZeroUsize::new(1000).unwrap_or(std::num::NonZeroUsize::MIN),
             load_concurrency: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_init_cow: true,
         }
     }
 }
@@ -107,7 +114,7 @@ pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
         .epoch_interruption(true)
         .max_wasm_stack(config.max_wasm_stack)
-        .memory_init_cow(true)
+        .memory_init_cow(config.memory_init_cow)
         .parallel_compilation(true);
     if std::env::var_os(PERF_MAP_ENV).is_some_and(|v| v == "1") {
         wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);

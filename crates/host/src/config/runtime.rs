@@ -42,6 +42,20 @@ pub struct EngineConfig {
     /// How many workers' code may load (from the module cache, or compiling) at once.
     /// Default: the CPUs the process may run on.
     pub load_concurrency: std::num::NonZeroUsize,
+    /// How a fresh instance's memory gets its module's data: `cow` maps it copy-on-write
+    /// (cheapest for one hot worker), `copy` copies the data segments (no remapping when
+    /// requests spread over many workers). Default `cow`.
+    pub memory_init: MemoryInit,
+}
+
+/// `[runtime] memory_init`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryInit {
+    /// A copy-on-write image, remapped when a pool slot changes module.
+    Cow,
+    /// The data segments copied in.
+    Copy,
 }
 
 impl Default for EngineConfig {
@@ -59,6 +73,7 @@ impl Default for EngineConfig {
             max_resident: runtime.max_resident,
             load_concurrency: std::num::NonZeroUsize::new(runtime.load_concurrency)
                 .unwrap_or(std::num::NonZeroUsize::MIN),
+            memory_init: if runtime.memory_init_cow { MemoryInit::Cow } else { MemoryInit::Copy },
         }
     }
 }

@@ -532,6 +532,7 @@ pub fn runtime_config(config: &crate::config::Config) -> RuntimeConfig {
         image_threads: config.runtime.image_threads,
         max_resident: config.runtime.max_resident,
         load_concurrency: config.runtime.load_concurrency.get(),
+        memory_init_cow: config.runtime.memory_init == crate::config::MemoryInit::Cow,
         ..RuntimeConfig::default()
     }
 }

@@ -126,3 +126,17 @@ async fn a_check_recorded_in_the_module_cache_is_trusted_and_nothing_compiles_un
     assert_eq!(changed.checked(), &Checked::Loaded(CacheOutcome::Miss));
     assert_ne!(changed.module_info().digest, worker.module_info().digest);
 }
+
+#[tokio::test]
+async fn a_runtime_that_copies_data_instead_of_mapping_images_serves_the_same() {
+    let config =
+        RuntimeConfig { max_instances: 4, memory_init_cow: false, ..RuntimeConfig::default() };
+    let runtime = Runtime::new(config, None).unwrap();
+    let worker = runtime.load(spec(guests::ECHO_JSON, Limits::default(), &[])).unwrap();
+    for _ in 0..3 {
+        let mut request = get("/echo");
+        request.method = http::Method::POST;
+        request.body = r#"{ "a" : [1, 2] }"#.into();
+        assert_eq!(response(&worker, request).await.body(), r#"{"a":[1,2]}"#);
+    }
+}
