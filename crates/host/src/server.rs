@@ -12,6 +12,7 @@
 //! ```
 
 pub mod admin;
+mod answer;
 pub mod files;
 pub mod watch;
 pub(crate) mod workers;

@@ -19,6 +19,7 @@ use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::sync::Semaphore;
 
+use super::answer::json;
 use crate::config::token::Token;
 use crate::gateway::{Gateway, ReloadError};
 use crate::listen::accept::Acceptor;
@@ -108,13 +109,6 @@ async fn reload<B>(
             json(StatusCode::UNPROCESSABLE_ENTITY, body.to_string())
         }
     }
-}
-
-pub(super) fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
-    response
 }
 
 fn respond(path: &str, draining: bool) -> Response<Full<Bytes>> {

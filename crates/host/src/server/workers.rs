@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 
-use super::admin::json;
+use super::answer::json;
 use crate::config::token::Token;
 use crate::gateway::{DeployError, DeployRequest, Gateway, ReloadError};
 
