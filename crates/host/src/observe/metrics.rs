@@ -205,6 +205,11 @@ const METRICS: &[(&str, Kind, &str)] = &[
         "Reloads of the configuration and workers, by result (ok, error)",
     ),
     (
+        "edgegate_deploys_total",
+        Kind::Counter,
+        "Workers deployed or removed through the admin API, by action and result (ok, error)",
+    ),
+    (
         "edgegate_config_generation",
         Kind::Gauge,
         "The generation serving: 1 at start, one more for each reload that took effect",
