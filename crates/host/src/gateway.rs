@@ -110,6 +110,11 @@ impl Gateway {
         self.current.load().tls.clone()
     }
 
+    /// How many workers the current snapshot serves.
+    pub(crate) fn worker_count(&self) -> usize {
+        self.current.load().workers.len()
+    }
+
     /// Every worker the current snapshot serves, by name, in name order.
     pub fn workers(&self) -> Vec<(String, Worker)> {
         let workers = &self.current.load().workers;

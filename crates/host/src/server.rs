@@ -67,7 +67,7 @@ impl Server {
         use tokio::signal::unix::{SignalKind, signal};
         let hangup = signal(SignalKind::hangup())?;
         let server = gateway.server();
-        let workers = gateway.workers().len();
+        let workers = gateway.worker_count();
         let resident = gateway.runtime.config().max_resident.get().min(workers) as u64;
         files::ensure(files::Needed::of(&server, resident)).map_err(std::io::Error::other)?;
         let http = Acceptor::new(bind(listen, server.reuse_port)?, "http");

@@ -131,7 +131,7 @@ impl Runtime {
         &self.config
     }
 
-    /// How many modules' code is in memory, of how many there may be.
+    /// How many modules' code is in memory, and the loads, hits and evictions so far.
     pub fn resident_stats(&self) -> ResidentStats {
         self.resident.stats()
     }

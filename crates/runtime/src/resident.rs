@@ -45,8 +45,6 @@ pub(crate) type Digest = [u8; 32];
 pub struct ResidentStats {
     /// Modules whose code is in memory now.
     pub resident: usize,
-    /// The most there may be.
-    pub capacity: usize,
     /// Requests that found their worker's code resident.
     pub hits: u64,
     /// Loads of code: a worker's first request, the first after an eviction, or a check.
@@ -119,13 +117,11 @@ impl Resident {
         self.loading.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How many modules are resident, of how many there may be.
+    /// How many modules are resident, and what the set has done.
     pub(crate) fn stats(&self) -> ResidentStats {
-        let lru = self.lru();
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         ResidentStats {
-            resident: lru.len(),
-            capacity: lru.cap().get(),
+            resident: self.lru().len(),
             hits: read(&self.counters.hits),
             loads: read(&self.counters.loads),
             load_failures: read(&self.counters.failures),
@@ -253,28 +249,21 @@ impl Resident {
     }
 
     /// Code for a module checked before: the cache's entry if it has one (the source is not
-    /// even read), else the source read again, its digest checked, and compiled.
+    /// even read), else the source read again, its digest checked, and compiled as any module
+    /// is ([`Resident::compiled`], which says whether a cache entry was refused).
     fn compiled_again(
         &self,
         digest: &Digest,
         abi: Abi,
         source: &Source,
     ) -> Result<(Compiled, CacheOutcome), LoadError> {
-        let rejected = match &self.cache {
-            Some(cache) => match cache.load(&self.engine, digest, abi) {
-                Ok(Some(compiled)) => return Ok((compiled, CacheOutcome::Hit)),
-                Ok(None) => None,
-                Err(reason) => Some(reason),
-            },
-            None => None,
-        };
+        if let Some(cache) = &self.cache
+            && let Ok(Some(compiled)) = cache.load(&self.engine, digest, abi)
+        {
+            return Ok((compiled, CacheOutcome::Hit));
+        }
         let wasm = source.read_again(digest)?;
-        let (compiled, outcome) = self.compiled(&wasm, digest)?;
-        let outcome = match (rejected, outcome) {
-            (Some(reason), CacheOutcome::Miss) => CacheOutcome::Rejected(reason),
-            (_, outcome) => outcome,
-        };
-        Ok((compiled, outcome))
+        self.compiled(&wasm, digest)
     }
 
     /// The `outcome` label of `edgegate_module_cache_total`.

@@ -91,14 +91,27 @@ impl Runtime {
     pub fn load(&self, spec: WorkerSpec<'_>) -> Result<Worker, LoadError> {
         let (wasm, stamp) = spec.source.read()?;
         let digest = crate::module_cache::sha256(&wasm);
+        let (worker, code) = self.compile_worker(spec, &wasm, digest, stamp)?;
+        self.resident().keep(digest, code);
+        Ok(worker)
+    }
+
+    /// `spec`'s worker and its code, from `wasm` (whose sha256 is `digest`): compiled (or
+    /// read from the cache), checked against its ABI and the worker's limits, linked.
+    fn compile_worker(
+        &self,
+        spec: WorkerSpec<'_>,
+        wasm: &[u8],
+        digest: Digest,
+        stamp: Option<Stamp>,
+    ) -> Result<(Worker, Code), LoadError> {
         let resident = self.resident();
-        let (compiled, cache) = resident.compiled(&wasm, &digest)?;
+        let (compiled, cache) = resident.compiled(wasm, &digest)?;
         let (entry, info) =
-            crate::entry::link(&resident.linkers(), &compiled, Some(&wasm), &digest)?;
+            crate::entry::link(&resident.linkers(), &compiled, Some(wasm), &digest)?;
         info.fits(&spec.limits, self.config().max_memory)?;
         let worker = Worker::new(self, spec, info, digest, stamp, Checked::Loaded(cache.clone()));
-        resident.keep(digest, Code { entry, cache });
-        Ok(worker)
+        Ok((worker, Code { entry, cache }))
     }
 
     /// Checks a module as a worker without keeping its code, where that can be trusted:
@@ -131,16 +144,11 @@ impl Runtime {
         let resident = self.resident();
         // A `.cwasm` loads without Cranelift: checking it in full costs little, and says so.
         let precompiled = wasmtime::Engine::detect_precompiled(&wasm).is_some();
-        if let Some(info) = resident.checked(&digest).filter(|_| !precompiled) {
+        if let Some(info) = (!precompiled).then(|| resident.checked(&digest)).flatten() {
             info.fits(&spec.limits, max)?;
             return Ok(Worker::new(self, spec, info, digest, stamp, Checked::Recorded));
         }
-        let (compiled, cache) = resident.compiled(&wasm, &digest)?;
-        let (entry, info) =
-            crate::entry::link(&resident.linkers(), &compiled, Some(&wasm), &digest)?;
-        info.fits(&spec.limits, max)?;
-        let worker = Worker::new(self, spec, info, digest, stamp, Checked::Loaded(cache.clone()));
-        let code = Code { entry, cache };
+        let (worker, code) = self.compile_worker(spec, &wasm, digest, stamp)?;
         worker.trial_of(&code).await?;
         if !precompiled {
             resident.record_checked(&digest, &worker.inner.info);

@@ -53,8 +53,8 @@ pub struct Deployed {
     pub routes: Vec<RouteConfig>,
 }
 
-/// The text of a deployed worker's file as the API writes it: `worker` (a TOML table of the
-/// worker, without `module`) and `module` (the module's file name in the directory).
+/// A deployed worker's file as the API writes it: its `[worker]` table (with `module`) and
+/// its `[[routes]]`.
 #[derive(Debug, Serialize)]
 struct Written<'a> {
     worker: &'a toml::Table,

@@ -216,7 +216,7 @@ impl Steps<'_> {
         let started = Instant::now();
         let mut workers = BTreeMap::new();
         let mut failed = Vec::new();
-        let mut counts = [0usize; 3];
+        let (mut unchanged, mut recorded, mut compiled) = (0usize, 0usize, 0usize);
         for (name, worker) in &loaded.config.workers {
             let key = format!("workers.{name}.module");
             let previous = self.previous.and_then(|p| p.workers.get(name));
@@ -259,19 +259,19 @@ impl Steps<'_> {
                     continue;
                 }
             };
-            counts[match prepared.checked() {
-                Checked::Unchanged => 0,
-                Checked::Recorded => 1,
-                Checked::Loaded(_) => 2,
-            }] += 1;
-            if let Checked::Loaded(cache) = prepared.checked() {
-                tracing::info!(
-                    worker = %name,
-                    module = %worker.module,
-                    digest = prepared.short_digest(),
-                    ?cache,
-                    "worker checked: compiled and instantiated once"
-                );
+            match prepared.checked() {
+                Checked::Unchanged => unchanged += 1,
+                Checked::Recorded => recorded += 1,
+                Checked::Loaded(cache) => {
+                    compiled += 1;
+                    tracing::info!(
+                        worker = %name,
+                        module = %worker.module,
+                        digest = prepared.short_digest(),
+                        ?cache,
+                        "worker checked: compiled and instantiated once"
+                    );
+                }
             }
             workers
                 .insert(name.clone(), (prepared, Arc::<[String]>::from(worker.upstreams.clone())));
@@ -279,7 +279,6 @@ impl Steps<'_> {
         if !failed.is_empty() {
             return Err(ConfigError::all(&loaded.file, failed));
         }
-        let [unchanged, recorded, compiled] = counts;
         tracing::info!(
             workers = workers.len(),
             unchanged,

@@ -8,6 +8,7 @@
 //!  (the changed worker is checked; the others are unchanged files) ─▶ write NAME.toml ─▶ swap
 //! ```
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -160,7 +161,7 @@ impl Gateway {
         let (loaded, text, module) = match request {
             Some(request) => {
                 let (loaded, text, module) =
-                    self.deployed(&previous.loaded, &dir, name, request, was.as_ref())?;
+                    deployed(&previous.loaded, &dir, name, request, was.as_ref())?;
                 (loaded, Some(text), module)
             }
             None if was.is_none() => return Err(DeployError::NotFound(name.to_owned())),
@@ -178,7 +179,10 @@ impl Gateway {
             Some(text) => write_atomically(&file, text.as_bytes()),
             None => std::fs::remove_file(&file),
         };
-        written.map_err(|source| DeployError::Write { path: file.clone(), source })?;
+        if let Err(source) = written {
+            forget_module(&dir, module, was.as_ref());
+            return Err(DeployError::Write { path: file, source });
+        }
         let done = self.swap_in(&previous, next, started);
         // The module this worker ran before, if the API uploaded it and it has been replaced.
         if let Some(old) = was.filter(|m| !m.starts_with(crate::config::BUILTIN_PREFIX))
@@ -188,54 +192,52 @@ impl Gateway {
         }
         Ok(done)
     }
+}
 
-    /// The configuration with worker `name` deployed from `request`, the text of its file,
-    /// and the file name of its uploaded module (written to `dir`).
-    fn deployed(
-        &self,
-        loaded: &Loaded,
-        dir: &Path,
-        name: &str,
-        request: DeployRequest,
-        was: Option<&String>,
-    ) -> Result<(Loaded, String, Option<String>), DeployError> {
-        let max = loaded.config.deploy.max_module;
-        let module = match &request.module {
-            Some(bytes) if bytes.len() as u64 > max.bytes() => {
-                return Err(DeployError::ModuleTooLarge(max));
-            }
-            Some(bytes) => {
-                let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-                let hex: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
-                let file = format!("{name}-{hex}.wasm");
-                let path = dir.join(&file);
-                std::fs::create_dir_all(dir)
-                    .and_then(|()| write_atomically(&path, bytes))
-                    .map_err(|source| DeployError::Write { path, source })?;
-                Some(file)
-            }
-            None if request.worker.contains_key("module") => None,
-            None => {
-                return Err(DeployError::BadRequest(
-                    "no module: upload one, or name a `builtin:` module in the worker's table"
-                        .into(),
-                ));
-            }
-        };
-        let checked = (|| {
-            let text = deploy::text(request.worker, &request.routes, module.as_deref())
-                .map_err(|e| DeployError::BadRequest(format!("the worker's table: {e}")))?;
-            let file = dir.join(format!("{name}.toml")).display().to_string();
-            let worker = deploy::parse(&text, &file)?;
-            let next = loaded.with_deployed(name, Some((worker, text.clone())))?;
-            Ok((next, text))
-        })();
-        match checked {
-            Ok((next, text)) => Ok((next, text, module)),
-            Err(error) => {
-                forget_module(dir, module, was);
-                Err(error)
-            }
+/// The configuration with worker `name` deployed from `request`, the text of its file,
+/// and the file name of its uploaded module (written to `dir`).
+fn deployed(
+    loaded: &Loaded,
+    dir: &Path,
+    name: &str,
+    request: DeployRequest,
+    was: Option<&String>,
+) -> Result<(Loaded, String, Option<String>), DeployError> {
+    let max = loaded.config.deploy.max_module;
+    let module = match &request.module {
+        Some(bytes) if bytes.len() as u64 > max.bytes() => {
+            return Err(DeployError::ModuleTooLarge(max));
+        }
+        Some(bytes) => {
+            let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+            let hex: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+            let file = format!("{name}-{hex}.wasm");
+            let path = dir.join(&file);
+            std::fs::create_dir_all(dir)
+                .and_then(|()| write_atomically(&path, bytes))
+                .map_err(|source| DeployError::Write { path, source })?;
+            Some(file)
+        }
+        None if request.worker.contains_key("module") => None,
+        None => {
+            return Err(DeployError::BadRequest(
+                "no module: upload one, or name a `builtin:` module in the worker's table".into(),
+            ));
+        }
+    };
+    let checked = (|| {
+        let text = deploy::text(request.worker, &request.routes, module.as_deref())
+            .map_err(|e| DeployError::BadRequest(format!("the worker's table: {e}")))?;
+        let file = dir.join(format!("{name}.toml")).display().to_string();
+        let worker = deploy::parse(&text, &file)?;
+        let next = loaded.with_deployed(name, Some((worker, text.clone())))?;
+        Ok((next, text))
+    })();
+    match checked {
+        Ok((next, text)) => Ok((next, text, module)),
+        Err(error) => {
+            forget_module(dir, module, was);
+            Err(error)
         }
     }
 }
@@ -270,11 +272,8 @@ fn count(action: &'static str, result: &Result<Reloaded, DeployError>) {
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it into place.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+    let mut file = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new(".")))?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map(drop).map_err(|e| e.error)
 }
