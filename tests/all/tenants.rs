@@ -168,6 +168,14 @@ fn the_workers_api_deploys_replaces_and_removes_workers_and_a_restart_keeps_them
         refused("other", "[worker]\n[[routes]]\npath = \"/echo\"\n", Some("echo.wasm"));
     assert_eq!(status, 422, "a route another worker has: {body}");
     assert!(body.contains("matches the same requests as route `echo`"), "{body}");
+    // A clash with another deployed worker is reported against the one being deployed.
+    let (status, body) =
+        refused("another", "[worker]\n[[routes]]\npath = \"/hello\"\n", Some("echo.wasm"));
+    assert_eq!(status, 422, "a route a deployed worker has: {body}");
+    assert!(
+        body.contains("another.toml: routes[0]: matches the same requests as route `hello[0]`"),
+        "{body}"
+    );
     let (status, body) = refused("echo", hello, Some("echo.wasm"));
     assert_eq!(status, 409, "the configuration file's worker: {body}");
     let (status, body) = refused("big", hello, Some("hostile.wasm"));
@@ -202,6 +210,33 @@ fn the_workers_api_deploys_replaces_and_removes_workers_and_a_restart_keeps_them
     assert_eq!(api(&gw, "DELETE", "/workers/hello", Some(TOKEN), &[]).0, 404);
     assert_eq!(api(&gw, "DELETE", "/workers/echo", Some(TOKEN), &[]).0, 409);
     assert_eq!(std::fs::read_dir(d.join("deployed")).unwrap().count(), 0);
+}
+
+/// A deploy changes one worker: the others are carried over as they serve, their module
+/// files not looked at (a reload looks at them).
+#[test]
+fn a_deploy_leaves_the_other_workers_files_to_the_next_reload() {
+    let (dir, config) = deploy_site();
+    let d = dir.path();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[workers.file]\nmodule = \"echo.wasm\"\n\n[[routes]]\npath = \"/file\"\nworker = \"file\"\n");
+    std::fs::write(&config, text).unwrap();
+    std::fs::copy(d.join("echo.wasm"), d.join("hello.wasm")).unwrap();
+    let gw = Gateway::start_at(&config, &[("EDGEGATE_ADMIN_TOKEN", TOKEN)]);
+    std::fs::copy(d.join("broken.wasm"), d.join("echo.wasm")).unwrap();
+
+    let hello = "[worker]\n[[routes]]\npath = \"/hello\"\n";
+    let (status, body) =
+        api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, hello, Some("hello.wasm")));
+    assert_eq!(status, 200, "the file worker's broken module is not looked at: {body}");
+    assert!(body.contains("\"changed\":[\"hello\"]"), "{body}");
+    assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
+    assert_eq!(post(gw.addr, "/file", b"{\"a\":2}").text(), "{\"a\":2}");
+
+    let (status, body) = api(&gw, "POST", "/reload", Some(TOKEN), &[]);
+    assert_eq!(status, 422, "a reload looks: {body}");
+    assert!(body.contains("workers.file.module"), "{body}");
+    assert_eq!(post(gw.addr, "/file", b"{\"a\":3}").text(), "{\"a\":3}");
 }
 
 #[test]

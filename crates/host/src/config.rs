@@ -145,21 +145,23 @@ impl Loaded {
             Some(dir) => deploy::read_dir(&dir)?,
             None => BTreeMap::new(),
         };
-        let mut loaded = Self::assemble(main, file, base_dir, deployed)?;
+        let mut loaded = Self::assemble(main, file, base_dir, deployed, None)?;
         loaded.text = text.into();
         Ok(loaded)
     }
 
-    /// The file's configuration with the `deployed` workers merged in, checked as one.
+    /// The file's configuration with the `deployed` workers merged in (`last` after the
+    /// others, so that a clash is reported against it), checked as one.
     fn assemble(
         main: Arc<Config>,
         file: &str,
         base_dir: PathBuf,
         deployed: BTreeMap<String, (Deployed, String)>,
+        last: Option<&str>,
     ) -> Result<Self, ConfigError> {
         let mut config = (*main).clone();
         if let Some(dir) = config.deploy.resolved_dir(&base_dir) {
-            deploy::merge(&mut config, &dir, &deployed)?;
+            deploy::merge(&mut config, &dir, &deployed, last)?;
         }
         validate(&config, file)?;
         Ok(Self {
@@ -187,7 +189,8 @@ impl Loaded {
             None => deployed.remove(name),
         };
         let main = self.main.clone();
-        let mut next = Self::assemble(main, &self.file, self.base_dir.clone(), deployed)?;
+        let mut next =
+            Self::assemble(main, &self.file, self.base_dir.clone(), deployed, Some(name))?;
         next.path = self.path.clone();
         next.text = self.text.clone();
         next.env_defaults = self.env_defaults.clone();

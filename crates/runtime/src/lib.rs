@@ -53,6 +53,7 @@ mod limits;
 mod meter;
 mod module_cache;
 mod outcome;
+mod prune;
 mod request;
 mod resident;
 mod source;
@@ -76,6 +77,7 @@ pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache, Pruned, Pruning};
+pub use prune::PRUNE_INTERVAL;
 pub use resident::ResidentStats;
 pub use source::Source;
 pub use units::ByteSize;
@@ -89,6 +91,7 @@ pub struct Runtime {
     ticker: engine::EpochTicker,
     /// The image threads every worker's transforms share (`RuntimeConfig::image_threads`).
     image_threads: std::sync::Arc<tokio::sync::Semaphore>,
+    pruner: std::sync::Arc<prune::Pruner>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -118,7 +121,8 @@ impl Runtime {
             config.max_resident,
             config.load_concurrency,
         ));
-        Ok(Self { resident, config, ticker, image_threads })
+        let pruner = prune::Pruner::new(resident.clone());
+        Ok(Self { resident, config, ticker, image_threads, pruner })
     }
 
     /// Whether compiled modules are kept in an on-disk cache.
@@ -159,15 +163,10 @@ impl Runtime {
         }
     }
 
-    /// The module cache, if there is one, and its entries for the modules `workers` run:
-    /// what a [`ModuleCache::prune`] must keep.
-    pub fn cache_in_use<'a>(
-        &self,
-        workers: impl IntoIterator<Item = &'a Worker>,
-    ) -> Option<(ModuleCache, std::collections::HashSet<std::path::PathBuf>)> {
-        let cache = self.resident.cache.clone()?;
-        let engine = &self.resident.engine;
-        let keep = workers.into_iter().map(|w| cache.entry_path(engine, w.digest())).collect();
-        Some((cache, keep))
+    /// Prunes the module cache on the blocking pool, keeping every module a live worker
+    /// runs: now, or at the end of [`PRUNE_INTERVAL`] if a prune started within it. Call it
+    /// after start-up and after each reload or deploy; must run inside a tokio runtime.
+    pub fn prune_cache(&self) {
+        self.pruner.request();
     }
 }

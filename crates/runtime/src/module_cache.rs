@@ -24,7 +24,8 @@
 //! gateway's user (it is created with mode 0700).
 //!
 //! Each deployed version of a worker adds an entry, so the cache prunes itself
-//! ([`ModuleCache::prune`], after start-up and after each reload): an entry's modification
+//! ([`ModuleCache::prune`], after start-up, then after reloads and deploys at most once per
+//! [`crate::PRUNE_INTERVAL`]): an entry's modification
 //! time is set whenever it is loaded, so it says when it was last used, and entries unused for
 //! [`Pruning::max_age`] are removed, then the least recently used ones while the whole is
 //! over [`Pruning::max_size`]. Entries the running configuration uses are never removed, nor
@@ -115,13 +116,15 @@ impl ModuleCache {
     }
 
     /// Removes, as of `now`, the entries unused for [`Pruning::max_age`], then the least
-    /// recently used while the rest is over [`Pruning::max_size`]; never one in `keep` (the
-    /// entries the running configuration uses).
+    /// recently used while the rest is over [`Pruning::max_size`]; never one of the modules
+    /// in `keep` (their sha256s in hex: the modules the running workers use).
     pub fn prune(
         &self,
-        keep: &std::collections::HashSet<PathBuf>,
+        keep: &std::collections::HashSet<String>,
         now: SystemTime,
     ) -> std::io::Result<Pruned> {
+        let kept =
+            |name: &str| name.split_once('-').is_some_and(|(digest, _)| keep.contains(digest));
         let mut pruned = Pruned::default();
         let mut entries = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
@@ -143,7 +146,7 @@ impl ModuleCache {
                 // A check record goes with its entry, or when its module has been unused (and
                 // its entry gone) for the max age.
                 let entry = path.with_extension("cwasm");
-                if !keep.contains(&entry) && age > self.pruning.max_age && !entry.exists() {
+                if !kept(&name) && age > self.pruning.max_age && !entry.exists() {
                     let _ = fs::remove_file(&path);
                 }
                 continue;
@@ -151,14 +154,15 @@ impl ModuleCache {
             if !meta.is_file() || !name.ends_with(".cwasm") {
                 continue;
             }
-            if !keep.contains(&path) && age > self.pruning.max_age {
+            let in_use = kept(&name);
+            if !in_use && age > self.pruning.max_age {
                 if remove_entry(&path) {
                     pruned.removed += 1;
                     pruned.bytes += meta.len();
                 }
                 continue;
             }
-            entries.push((keep.contains(&path), used, meta.len(), path));
+            entries.push((in_use, used, meta.len(), path));
         }
         // The least recently used first; those in use last of all.
         entries.sort_by_key(|(kept, used, _, _)| (*kept, *used));
@@ -348,7 +352,13 @@ fn rand_u64() -> u64 {
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    out
 }
 
 pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -383,7 +393,7 @@ mod tests {
         let crashed = file(dir.path(), ".tmp-1-ab", 10, now, 2 * STALE_TEMPORARY);
         let writing = file(dir.path(), ".tmp-2-cd", 10, now, Duration::from_secs(5));
         let foreign = file(dir.path(), "notes.txt", 10, now, 100 * DAY);
-        let keep = [in_use.clone()].into();
+        let keep = ["cc".to_owned()].into();
         let pruned = cache.prune(&keep, now).unwrap();
         assert_eq!(pruned, Pruned { removed: 2, bytes: 20, kept: 20 });
         for (path, there) in [
@@ -407,7 +417,7 @@ mod tests {
         let oldest = file(dir.path(), "aa-1.cwasm", 1000, now, DAY);
         let newer = file(dir.path(), "bb-1.cwasm", 1000, now, Duration::from_secs(3600));
         let in_use = file(dir.path(), "cc-1.cwasm", 1000, now, 5 * DAY);
-        let keep = [in_use.clone()].into();
+        let keep = ["cc".to_owned()].into();
         let pruned = cache.prune(&keep, now).unwrap();
         assert_eq!(pruned, Pruned { removed: 2, bytes: 2000, kept: 1000 });
         assert!(!oldest.exists() && !newer.exists() && in_use.exists());

@@ -220,6 +220,11 @@ impl Resident {
         }
     }
 
+    /// The modules some worker runs (of any snapshot still held).
+    pub(crate) fn in_use(&self) -> Vec<Digest> {
+        self.users.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
+    }
+
     /// Whether module `digest` is resident, without making it the most recently used.
     pub(crate) fn contains(&self, digest: &Digest) -> bool {
         self.lru().contains(digest)

@@ -76,13 +76,22 @@ impl Source {
     /// Whether `self` is surely the same bytes as `before`, read when it looked like `stamp`:
     /// the same memory, or the same file unchanged since.
     pub(crate) fn same_as(&self, before: &Self, stamp: Option<Stamp>) -> bool {
+        match self {
+            Self::Bytes(_) => self.names(before),
+            Self::File(now) => {
+                self.names(before) && stamp.is_some() && Stamp::of(now).ok() == stamp
+            }
+        }
+    }
+
+    /// Whether `self` names the same source as `before`: the same memory, or the same path
+    /// (whatever the file holds now).
+    pub(crate) fn names(&self, before: &Self) -> bool {
         match (self, before) {
             (Self::Bytes(now), Self::Bytes(then)) => {
                 now.as_ptr() == then.as_ptr() && now.len() == then.len()
             }
-            (Self::File(now), Self::File(then)) => {
-                now == then && stamp.is_some() && Stamp::of(now).ok() == stamp
-            }
+            (Self::File(now), Self::File(then)) => now == then,
             _ => false,
         }
     }

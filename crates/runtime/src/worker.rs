@@ -132,12 +132,10 @@ impl Runtime {
         previous: Option<&Worker>,
     ) -> Result<Worker, LoadError> {
         let max = self.config().max_memory;
-        if let Some(previous) = previous.map(|p| &*p.inner)
-            && spec.source.same_as(&previous.source, previous.stamp)
+        if let Some(previous) = previous
+            && spec.source.same_as(&previous.inner.source, previous.inner.stamp)
         {
-            previous.info.fits(&spec.limits, max)?;
-            let (info, digest, stamp) = (previous.info.clone(), previous.digest, previous.stamp);
-            return Ok(Worker::new(self, spec, info, digest, stamp, Checked::Unchanged));
+            return self.unchanged(spec, previous);
         }
         let (wasm, stamp) = spec.source.read()?;
         let digest = crate::module_cache::sha256(&wasm);
@@ -155,6 +153,28 @@ impl Runtime {
         }
         resident.keep(digest, code);
         Ok(worker)
+    }
+
+    /// Worker `spec` as `previous` was checked, without looking at its module again, if it
+    /// names the same source (else [`Runtime::prepare`]). A deploy of one worker carries the
+    /// others over so: their files are looked at again by a reload, not by a deploy.
+    pub async fn carry(
+        &self,
+        spec: WorkerSpec<'_>,
+        previous: &Worker,
+    ) -> Result<Worker, LoadError> {
+        if spec.source.names(&previous.inner.source) {
+            return self.unchanged(spec, previous);
+        }
+        self.prepare(spec, Some(previous)).await
+    }
+
+    /// Worker `spec`, whose module is `previous`'s: its limits checked against the module.
+    fn unchanged(&self, spec: WorkerSpec<'_>, previous: &Worker) -> Result<Worker, LoadError> {
+        let previous = &*previous.inner;
+        previous.info.fits(&spec.limits, self.config().max_memory)?;
+        let (info, digest, stamp) = (previous.info.clone(), previous.digest, previous.stamp);
+        Ok(Worker::new(self, spec, info, digest, stamp, Checked::Unchanged))
     }
 }
 
@@ -222,10 +242,6 @@ impl Worker {
     /// Whether the worker's code is in memory now.
     pub fn is_resident(&self) -> bool {
         self.inner.resident.contains(&self.inner.digest)
-    }
-
-    pub(crate) fn digest(&self) -> &Digest {
-        &self.inner.digest
     }
 
     /// Instantiates the module once, as a request would (a fresh store within the worker's

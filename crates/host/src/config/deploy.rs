@@ -128,6 +128,7 @@ pub(super) fn merge(
     config: &mut Config,
     dir: &Path,
     deployed: &BTreeMap<String, (Deployed, String)>,
+    last: Option<&str>,
 ) -> Result<(), ConfigError> {
     let limits = config.deploy.clone();
     let mut matches: HashMap<Match, Vec<(String, Vec<String>)>> = HashMap::new();
@@ -135,7 +136,9 @@ pub(super) fn merge(
         let name = route.name.clone().unwrap_or_else(|| format!("routes[{i}]"));
         matches.entry(Match::of(route)).or_default().push((name, route.methods.clone()));
     }
-    for (name, (worker, _)) in deployed {
+    // The worker being deployed goes last, so that a clash is reported against it.
+    let others = deployed.iter().filter(|(name, _)| Some(name.as_str()) != last);
+    for (name, (worker, _)) in others.chain(last.and_then(|name| deployed.get_key_value(name))) {
         let file = dir.join(format!("{name}.toml")).display().to_string();
         let at = |key: &str, message: String| Err(ConfigError::at(&file, key, message));
         if config.workers.contains_key(name) {

@@ -84,11 +84,12 @@ impl Gateway {
             builtins,
             previous: None,
             sessions: sessions.as_ref(),
+            deploying: None,
         };
         let snapshot = steps.snapshot(kv, 1).await?;
         snapshot.publish(None);
         if kv_mode == KvMode::Serve {
-            prune_cache(&runtime, &snapshot);
+            runtime.prune_cache();
         }
         Ok(Self {
             current: ArcSwap::from_pointee(snapshot),
@@ -115,6 +116,9 @@ pub(super) struct Steps<'a> {
     pub(super) previous: Option<&'a Snapshot>,
     /// The gateway's TLS sessions, with `[server.tls]`.
     pub(super) sessions: Option<&'a crate::listen::tls::Sessions>,
+    /// On a deploy, the worker it changes: the others are carried over from `previous`
+    /// without looking at their modules again ([`Runtime::carry`]).
+    pub(super) deploying: Option<&'a str>,
 }
 
 impl Steps<'_> {
@@ -242,7 +246,13 @@ impl Steps<'_> {
                     fetcher: fetcher(name, worker, upstreams, fetch_pool),
                     image: worker.image.as_ref().map(Into::into),
                 };
-                self.runtime.prepare(spec, previous).await.map_err(|source| {
+                let prepared = match previous {
+                    Some(previous) if self.deploying.is_some_and(|d| d != name) => {
+                        self.runtime.carry(spec, previous).await
+                    }
+                    previous => self.runtime.prepare(spec, previous).await,
+                };
+                prepared.map_err(|source| {
                     let error = match source {
                         LoadError::Unreadable { path, source } => {
                             ModuleError::Read { path, source }
@@ -434,22 +444,6 @@ fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
             None
         }
     }
-}
-
-/// Prunes the module cache on a blocking thread, keeping the entries of the modules `snapshot`
-/// serves (docs/configuration.md#runtime): after start-up, and after each reload.
-pub(super) fn prune_cache(runtime: &Runtime, snapshot: &Snapshot) {
-    let Some((cache, keep)) = runtime.cache_in_use(snapshot.workers.values()) else { return };
-    tokio::task::spawn_blocking(move || match cache.prune(&keep, std::time::SystemTime::now()) {
-        Ok(pruned) if pruned.removed > 0 => tracing::info!(
-            removed = pruned.removed,
-            bytes = pruned.bytes,
-            kept = pruned.kept,
-            "module cache pruned"
-        ),
-        Ok(_) => {}
-        Err(e) => tracing::warn!("module cache not pruned: {e}"),
-    });
 }
 
 /// Why a worker's module did not load.

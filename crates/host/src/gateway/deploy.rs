@@ -167,7 +167,7 @@ impl Gateway {
             None if was.is_none() => return Err(DeployError::NotFound(name.to_owned())),
             None => (previous.loaded.with_deployed(name, None)?, None, None),
         };
-        let built = self.build_next_from(&reloads, &previous, loaded).await;
+        let built = self.build_next_from(&reloads, &previous, loaded, Some(name)).await;
         let next = match built {
             Ok(next) => next,
             Err(error) => {
@@ -183,7 +183,7 @@ impl Gateway {
             forget_module(&dir, module, was.as_ref());
             return Err(DeployError::Write { path: file, source });
         }
-        let done = self.swap_in(&previous, next, started);
+        let done = self.swap_in(previous, next, started, Some(name));
         // The module this worker ran before, if the API uploaded it and it has been replaced.
         if let Some(old) = was.filter(|m| !m.starts_with(crate::config::BUILTIN_PREFIX))
             && module.as_ref() != Some(&old)

@@ -11,11 +11,13 @@
 //! Requests that began on the old snapshot finish on it; its pool slots, modules, upstream
 //! pools and background tasks are released when the last of them ends.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::build::{Steps, changed};
+use super::build::{self, Steps};
 use super::{Gateway, Reloads, Snapshot};
 use crate::config::{Config, ConfigError, Loaded};
 
@@ -93,17 +95,19 @@ impl Gateway {
     ) -> Result<Reloaded, ReloadError> {
         let previous = self.current.load_full();
         let loaded = previous.loaded.reread()?;
-        let next = self.build_next_from(reloads, &previous, loaded).await?;
-        Ok(self.swap_in(&previous, next, started))
+        let next = self.build_next_from(reloads, &previous, loaded, None).await?;
+        Ok(self.swap_in(previous, next, started, None))
     }
 
     /// The snapshot that would serve `loaded` after `previous`: refused if a setting changed
-    /// that only a restart applies, or if anything does not build.
+    /// that only a restart applies, or if anything does not build. On a deploy of worker
+    /// `deploying`, the other workers are carried over without looking at their modules.
     pub(super) async fn build_next_from(
         &self,
         reloads: &Reloads,
         previous: &Snapshot,
         loaded: Loaded,
+        deploying: Option<&str>,
     ) -> Result<Snapshot, ReloadError> {
         let keys = restart_needed(&previous.loaded.config, &loaded.config);
         if !keys.is_empty() {
@@ -115,45 +119,62 @@ impl Gateway {
             builtins: reloads.builtins,
             previous: Some(previous),
             sessions: self.sessions.as_ref(),
+            deploying,
         };
         Ok(steps.snapshot(previous.kv.clone(), previous.generation + 1).await?)
     }
 
-    /// Puts `next` in service after `previous`, and says what changed.
+    /// Puts `next` in service after `previous`, and says what changed: only worker `only`
+    /// can have, on a deploy. `previous` is dropped on the blocking pool (if no request still
+    /// holds it): freeing ten thousand workers and their routes is work no answer should wait
+    /// for.
     pub(super) fn swap_in(
         &self,
-        previous: &Snapshot,
+        previous: Arc<Snapshot>,
         next: Snapshot,
         started: Instant,
+        only: Option<&str>,
     ) -> Reloaded {
-        let loaded = &next.loaded;
-        let changed: Vec<String> = next
-            .workers
-            .iter()
-            .filter(|(name, worker)| changed(previous, loaded, name, worker))
-            .map(|(name, _)| name.clone())
-            .collect();
-        let removed = previous
-            .workers
-            .iter()
-            .filter(|(name, _)| !next.workers.contains_key(*name))
-            .map(|(name, _)| name.clone())
-            .collect();
-        let modules = next
-            .workers
-            .iter()
-            .filter(|(name, worker)| {
-                let before = previous.workers.get(*name);
-                before.is_none_or(|b| b.module_info().digest != worker.module_info().digest)
-            })
-            .map(|(name, worker)| (name.clone(), worker.module_info().digest.clone()))
-            .collect();
-        next.publish(Some(previous));
+        let (changed, removed, modules) = differences(&previous, &next, only);
+        next.publish(Some(&previous));
         let generation = next.generation;
-        super::build::prune_cache(&self.runtime, &next);
-        self.current.store(std::sync::Arc::new(next));
-        Reloaded { generation, changed, removed, modules, took: started.elapsed() }
+        self.current.store(Arc::new(next));
+        self.runtime.prune_cache();
+        let took = started.elapsed();
+        tokio::task::spawn_blocking(move || drop(previous));
+        Reloaded { generation, changed, removed, modules, took }
     }
+}
+
+/// The workers of `next` that are new or changed, those of `previous` it no longer has, and
+/// those whose module is new (with its digest): among every worker, or only `only`.
+fn differences(
+    previous: &Snapshot,
+    next: &Snapshot,
+    only: Option<&str>,
+) -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
+    let names: BTreeSet<&str> = match only {
+        Some(name) => [name].into(),
+        None => previous.workers.keys().chain(next.workers.keys()).map(String::as_str).collect(),
+    };
+    let (mut changed, mut removed, mut modules) = (Vec::new(), Vec::new(), Vec::new());
+    for name in names {
+        let before = previous.workers.get(name);
+        match next.workers.get(name) {
+            Some(worker) => {
+                if build::changed(previous, &next.loaded, name, worker) {
+                    changed.push(name.to_owned());
+                }
+                let digest = &worker.module_info().digest;
+                if before.is_none_or(|b| &b.module_info().digest != digest) {
+                    modules.push((name.to_owned(), digest.clone()));
+                }
+            }
+            None if before.is_some() => removed.push(name.to_owned()),
+            None => {}
+        }
+    }
+    (changed, removed, modules)
 }
 
 /// The keys whose change only a restart applies: the listeners and everything the
