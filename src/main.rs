@@ -24,14 +24,17 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _telemetry = match telemetry::init(cli.log_format) {
+    let telemetry = match telemetry::init(cli.log_format) {
         Ok(telemetry) => telemetry,
         Err(error) => {
             eprintln!("error: {error:#}");
             return ExitCode::FAILURE;
         }
     };
-    match cli.command.execute() {
+    let result = cli.command.execute();
+    // The queued log lines first, so that the error is the last line.
+    drop(telemetry);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");

@@ -2,7 +2,8 @@
 //!
 //! * Logs go to stderr, filtered by `EDGEGATE_LOG` (`tracing_subscriber::EnvFilter` syntax,
 //!   e.g. `info,edgegate::access=warn`; `info` by default), as text or, with
-//!   `--log-format json`, one JSON object per line.
+//!   `--log-format json`, one JSON object per line, through a bounded queue and a thread of
+//!   their own ([`edgegate_host::observe::log_writer`]): no request waits on a write.
 //! * Trace spans (target [`edgegate_runtime::SPAN_TARGET`]) are never logged. They are exported
 //!   over OTLP (HTTP, protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, sampled at `OTEL_TRACES_SAMPLER_ARG`
@@ -30,9 +31,11 @@ pub enum LogFormat {
     Json,
 }
 
-/// Keeps the span exporter running; dropping it flushes the spans not yet sent.
+/// Keeps the log writer and the span exporter running; dropping it writes out the queued log
+/// lines and flushes the spans not yet sent.
 pub struct Telemetry {
     exporter: Option<(SdkTracerProvider, tokio::runtime::Runtime)>,
+    _logs: tracing_appender::non_blocking::WorkerGuard,
 }
 
 impl Drop for Telemetry {
@@ -45,7 +48,8 @@ impl Drop for Telemetry {
     }
 }
 
-/// Installs the process's subscriber. Fails only when the OTLP exporter cannot be set up.
+/// Installs the process's subscriber. Fails only when `EDGEGATE_LOG_QUEUE` is not a number
+/// of lines or the OTLP exporter cannot be set up.
 pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let filter = EnvFilter::try_from_env("EDGEGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
@@ -53,9 +57,10 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
     let not_spans = Targets::new()
         .with_default(tracing::Level::TRACE)
         .with_target(SPAN_TARGET, tracing_subscriber::filter::LevelFilter::OFF);
+    let (writer, guard) = edgegate_host::observe::log_writer::non_blocking(std::io::stderr())?;
     let logs = match format {
         LogFormat::Text => fmt::layer()
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .boxed(),
         LogFormat::Json => fmt::layer()
@@ -63,7 +68,7 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .boxed(),
     }
     .with_filter(filter.and(not_spans));
@@ -75,7 +80,7 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
             .with_filter(Targets::new().with_target(SPAN_TARGET, tracing::Level::TRACE))
     });
     tracing_subscriber::registry().with(logs).with(spans).init();
-    Ok(Telemetry { exporter })
+    Ok(Telemetry { exporter, _logs: guard })
 }
 
 /// The OTLP exporter and the runtime it sends from, when an endpoint is configured.

@@ -64,6 +64,7 @@ impl ServeCommand {
                 edgegate_host::shutdown_signal().context("installing signal handlers")?;
             // Before the gateway: its routes, workers and upstreams register their metrics.
             edgegate_host::observe::metrics::install()?;
+            edgegate_host::observe::log_writer::report_drops();
             crate::trim::start().context("starting the memory trim thread")?;
             let gateway = Gateway::build(&loaded, edgegate_guests::BUILTIN).await?;
             let server = Server::bind(gateway, listen, admin, self.tls_listen)

@@ -12,6 +12,7 @@ mod hostile;
 mod image;
 mod kv;
 mod limits;
+mod logs;
 mod observability;
 mod reload;
 mod requests;

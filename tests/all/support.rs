@@ -156,11 +156,34 @@ impl Gateway {
         Self::spawn(args, &env, dir, None)
     }
 
+    /// [`Gateway::start_with`], its stderr a pipe nobody reads until the returned sender sends
+    /// (or is dropped): a log reader that stalls.
+    pub fn start_with_stalled_stderr(
+        config: &str,
+        env: &[(&str, &str)],
+    ) -> (Self, mpsc::Sender<()>) {
+        let (dir, path) = write_config(config);
+        let (release, stalled) = mpsc::channel();
+        let gateway =
+            Self::spawn_as(&["--config", path.to_str().unwrap()], env, dir, None, Some(stalled));
+        (gateway, release)
+    }
+
     fn spawn(
         args: &[&str],
         env: &[(&str, &str)],
         dir: tempfile::TempDir,
         open_files: Option<(u64, u64)>,
+    ) -> Self {
+        Self::spawn_as(args, env, dir, open_files, None)
+    }
+
+    fn spawn_as(
+        args: &[&str],
+        env: &[(&str, &str)],
+        dir: tempfile::TempDir,
+        open_files: Option<(u64, u64)>,
+        stalled: Option<mpsc::Receiver<()>>,
     ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_edgegate"));
         if let Some((soft, hard)) = open_files {
@@ -193,6 +216,9 @@ impl Gateway {
             .expect("spawning edgegate");
         let stderr = child.stderr.take().unwrap();
         let stderr = std::thread::spawn(move || {
+            if let Some(stalled) = stalled {
+                let _ = stalled.recv();
+            }
             let mut text = String::new();
             let _ = BufReader::new(stderr).read_to_string(&mut text);
             text

@@ -1,6 +1,7 @@
-//! What the gateway tells its operators: Prometheus [`metrics`], W3C `trace` context, and
-//! the access log (`access`).
+//! What the gateway tells its operators: Prometheus [`metrics`], W3C `trace` context, the
+//! access log (`access`), and the [`log_writer`] every log line goes through.
 
 pub(crate) mod access;
+pub mod log_writer;
 pub mod metrics;
 pub(crate) mod trace;

@@ -60,7 +60,10 @@ pub fn install() -> Result<(), InstallError> {
 
 /// The metrics in Prometheus text format, `None` before [`install`].
 pub(crate) fn render() -> Option<String> {
-    let mut text = HANDLE.get()?.render();
+    let handle = HANDLE.get()?;
+    metrics::counter!("edgegate_log_lines_dropped_total")
+        .absolute(super::log_writer::dropped_lines());
+    let mut text = handle.render();
     series::render(&mut text);
     Some(text)
 }
@@ -220,6 +223,11 @@ const METRICS: &[(&str, Kind, &str)] = &[
         "1 for each worker's module version serving new requests (digest: its sha256); a version a reload replaced is 0 until its last request ends, then gone",
     ),
     ("edgegate_build_info", Kind::Gauge, "Always 1; the labels name the build"),
+    (
+        "edgegate_log_lines_dropped_total",
+        Kind::Counter,
+        "Log lines dropped because the log queue was full (stderr not read fast enough)",
+    ),
 ];
 
 fn describe() {
