@@ -13,6 +13,7 @@
 //!   so the access log carries the client's trace id either way.
 
 use anyhow::Context;
+use edgegate_host::observe::access_format::AccessFormat;
 use edgegate_runtime::SPAN_TARGET;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
@@ -58,10 +59,12 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
         .with_default(tracing::Level::TRACE)
         .with_target(SPAN_TARGET, tracing_subscriber::filter::LevelFilter::OFF);
     let (writer, guard) = edgegate_host::observe::log_writer::non_blocking(std::io::stderr())?;
+    // Access lines are formatted by edgegate's own formatter, the same lines as tracing's.
     let logs = match format {
         LogFormat::Text => fmt::layer()
             .with_writer(writer)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .map_event_format(|f| AccessFormat::new(f, false))
             .boxed(),
         LogFormat::Json => fmt::layer()
             .json()
@@ -69,6 +72,7 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
             .with_current_span(false)
             .with_span_list(false)
             .with_writer(writer)
+            .map_event_format(|f| AccessFormat::new(f, true))
             .boxed(),
     }
     .with_filter(filter.and(not_spans));

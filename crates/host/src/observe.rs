@@ -1,7 +1,9 @@
 //! What the gateway tells its operators: Prometheus [`metrics`], W3C `trace` context, the
-//! access log (`access`), and the [`log_writer`] every log line goes through.
+//! access log (`access`, formatted by [`access_format`]), and the [`log_writer`] every log
+//! line goes through.
 
 pub(crate) mod access;
+pub mod access_format;
 pub mod log_writer;
 pub mod metrics;
 pub(crate) mod trace;
