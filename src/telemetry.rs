@@ -83,7 +83,13 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
             .with_tracer(provider.tracer("edgegate"))
             .with_filter(Targets::new().with_target(SPAN_TARGET, tracing::Level::TRACE))
     });
-    tracing_subscriber::registry().with(logs).with(spans).init();
+    // Without an exporter, no spans layer at all: an absent (`None`) layer would declare an
+    // interest in every callsite, and each request's spans would be built for nobody.
+    let logged = tracing_subscriber::registry().with(logs);
+    match spans {
+        Some(spans) => logged.with(spans).init(),
+        None => logged.init(),
+    }
     Ok(Telemetry { exporter, _logs: guard })
 }
 
