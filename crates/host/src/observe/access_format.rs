@@ -55,19 +55,12 @@ where
             let mut line = line.borrow_mut();
             line.clear();
             let level = metadata.level().as_str();
-            let fields = if self.json {
+            if self.json {
                 line.push_str("{\"timestamp\":\"");
                 timestamp(&mut line);
                 line.push_str("\",\"level\":\"");
                 line.push_str(level);
                 line.push('"');
-                let mut fields = Fields { line: &mut line, json: true, plain: true };
-                event.record(&mut fields);
-                let plain = fields.plain;
-                line.push_str(",\"target\":\"");
-                line.push_str(ACCESS_TARGET);
-                line.push_str("\"}\n");
-                plain
             } else {
                 timestamp(&mut line);
                 line.push_str(&"  "[..(6 - level.len()).min(2)]);
@@ -75,13 +68,17 @@ where
                 line.push(' ');
                 line.push_str(ACCESS_TARGET);
                 line.push(':');
-                let mut fields = Fields { line: &mut line, json: false, plain: true };
-                event.record(&mut fields);
-                let plain = fields.plain;
-                line.push('\n');
-                plain
-            };
-            fields.then(|| writer.write_str(&line))
+            }
+            let mut fields = Fields { line: &mut line, json: self.json, plain: true };
+            event.record(&mut fields);
+            let plain = fields.plain;
+            if self.json {
+                line.push_str(",\"target\":\"");
+                line.push_str(ACCESS_TARGET);
+                line.push_str("\"}");
+            }
+            line.push('\n');
+            plain.then(|| writer.write_str(&line))
         });
         match line {
             Some(written) => written,
@@ -180,9 +177,10 @@ fn timestamp(line: &mut String) {
         line.push_str(&second.1);
     });
     line.push('.');
-    let digits = itoa::Buffer::new().format(micros).len();
-    line.push_str(&"000000"[digits..]);
-    line.push_str(itoa::Buffer::new().format(micros));
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(micros);
+    line.push_str(&"000000"[digits.len()..]);
+    line.push_str(digits);
     line.push('Z');
 }
 
