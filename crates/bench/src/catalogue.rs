@@ -4,6 +4,7 @@
 //! | runtime | what runs | installed by |
 //! |---|---|---|
 //! | `edgegate` | `edgegate serve` with the bundled workers | this build |
+//! | `edgegate-info` | `edgegate serve` at its default log level, an access line per request to a file (capacity plan) | this build |
 //! | `edgegate-component` | `edgegate serve` with static-json as a `wasi:http` component (on request) | this build |
 //! | `node` | `node bench/node/server.mjs` (node:http, node:crypto, sharp) | `bench/node/install` |
 //! | `workerd` | `workerd serve` of `bench/node/worker.mjs` (jpeg-js for the image) | `bench/node/install` |
@@ -19,6 +20,11 @@ use crate::workload::Workload;
 pub enum Runtime {
     /// edgegate: Rust workers in Wasm, a fresh instance per request.
     Edgegate,
+    /// edgegate as shipped: the same configuration at its default log level (`info`), an
+    /// access line per request, stderr to a file as a service manager would take it. The
+    /// capacity plan runs it beside [`Self::Edgegate`] (the lab's `warn`); on request
+    /// otherwise (`--runtimes edgegate-info`).
+    EdgegateInfo,
     /// edgegate with the image path in pure Rust inside Wasm (`image-resize-wasm`), without
     /// the host's image capability: on request only (`--runtimes edgegate-wasm`), to show what
     /// the capability changes.
@@ -41,8 +47,9 @@ impl Runtime {
     pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
 
     /// Every runtime `--runtimes` accepts.
-    pub const NAMED: [Self; 6] = [
+    pub const NAMED: [Self; 7] = [
         Self::Edgegate,
+        Self::EdgegateInfo,
         Self::EdgegateWasm,
         Self::EdgegateComponent,
         Self::Node,
@@ -54,6 +61,7 @@ impl Runtime {
     pub fn name(self) -> &'static str {
         match self {
             Self::Edgegate => "edgegate",
+            Self::EdgegateInfo => "edgegate-info",
             Self::EdgegateWasm => "edgegate-wasm",
             Self::EdgegateComponent => "edgegate-component",
             Self::Node => "node",
@@ -69,7 +77,10 @@ impl Runtime {
 
     /// Whether it is edgegate (any of its configurations).
     pub fn is_edgegate(self) -> bool {
-        matches!(self, Self::Edgegate | Self::EdgegateWasm | Self::EdgegateComponent)
+        matches!(
+            self,
+            Self::Edgegate | Self::EdgegateInfo | Self::EdgegateWasm | Self::EdgegateComponent
+        )
     }
 
     /// Whether it serves `workload` (every runtime but `edgegate-component` serves them all).

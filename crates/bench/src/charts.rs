@@ -19,6 +19,7 @@ const SIZE: (u32, u32) = (720, 420);
 fn colour(runtime: Runtime) -> RGBColor {
     match runtime {
         Runtime::Edgegate => RGBColor(0xD9, 0x48, 0x1C),
+        Runtime::EdgegateInfo => RGBColor(0xA8, 0x6A, 0x4E),
         Runtime::EdgegateWasm => RGBColor(0x8E, 0x2A, 0x6B),
         Runtime::EdgegateComponent => RGBColor(0x1C, 0x8C, 0x8C),
         Runtime::Node => RGBColor(0x3C, 0x87, 0x3A),

@@ -98,6 +98,11 @@ pub fn run(plan: &Plan, env: &Environment, cpus: &CpuPlan) -> anyhow::Result<Res
             result.failed = Some(format!("{e:#}"));
         }
         server.stop();
+        if result.runtime == Runtime::EdgegateInfo
+            && let Err(e) = env.trim_access_log(result.runtime)
+        {
+            say(format!("{}: trimming its log: {e}", result.runtime.name()));
+        }
     }
     progress.finish_and_clear();
     Ok(results)

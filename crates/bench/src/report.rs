@@ -10,6 +10,7 @@ use crate::workload::Workload;
 
 mod capacity;
 mod matrix;
+mod shipped;
 
 impl Results {
     /// Writes `results.json`, `report.md` and the charts into `dir`.
@@ -116,6 +117,7 @@ impl Results {
             );
         }
         capacity::section(self, w);
+        shipped::section(self, w);
         if !self.workloads().is_empty() {
             let _ = writeln!(
                 w,

@@ -21,6 +21,9 @@ use crate::workload::{Fixtures, SECRET};
 /// The environment variable each comparator reads the HS256 secret from.
 pub const SECRET_ENV: &str = "EDGEGATE_BENCH_SECRET";
 
+/// What [`Environment::trim_access_log`] keeps of a log.
+const KEPT_LOG: u64 = 1 << 20;
+
 /// Where things are.
 #[derive(Debug, Clone)]
 pub struct Environment {
@@ -195,7 +198,10 @@ impl Environment {
         let env = vec![(SECRET_ENV.to_string(), OsString::from(SECRET))];
         let edgegate_version = format!("edgegate {}", env!("CARGO_PKG_VERSION"));
         match runtime {
-            Runtime::Edgegate | Runtime::EdgegateWasm | Runtime::EdgegateComponent => {
+            Runtime::Edgegate
+            | Runtime::EdgegateInfo
+            | Runtime::EdgegateWasm
+            | Runtime::EdgegateComponent => {
                 let mut config = edgegate_config(runtime);
                 if let Some(tls) = &self.tls {
                     // The port comes from `--tls-listen`.
@@ -213,6 +219,9 @@ impl Environment {
                 Ok(Prepared {
                     runtime,
                     version: match runtime {
+                        Runtime::EdgegateInfo => {
+                            format!("{edgegate_version} (its default log level, info)")
+                        }
                         Runtime::EdgegateWasm => format!("{edgegate_version} (image-resize-wasm)"),
                         Runtime::EdgegateComponent => format!(
                             "{edgegate_version} (static-json only, as a wasi:http component)"
@@ -233,7 +242,12 @@ impl Environment {
                         self.tls_args(&["--tls-listen"]),
                     ]
                     .concat(),
-                    env: [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat(),
+                    // The lab's level is `warn`; `edgegate-info` gets none, so serves at the
+                    // default (nothing is inherited: see `start`).
+                    env: match runtime {
+                        Runtime::EdgegateInfo => env,
+                        _ => [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat(),
+                    },
                     log,
                     dir,
                 })
@@ -353,6 +367,18 @@ impl Environment {
             .map_err(|e| format!("writing echo-json.wasm: {e}"))
     }
 
+    /// Cuts `edgegate-info`'s log, an access line per request of the whole run (a gigabyte
+    /// or more), to its first [`KEPT_LOG`] bytes: the start and the first requests, what a
+    /// failure needs.
+    pub fn trim_access_log(&self, runtime: Runtime) -> std::io::Result<()> {
+        let path = self.work.join(format!("{}.log", runtime.name()));
+        let file = fs::OpenOptions::new().write(true).open(path)?;
+        if file.metadata()?.len() > KEPT_LOG {
+            file.set_len(KEPT_LOG)?;
+        }
+        Ok(())
+    }
+
     /// Empties an edgegate runtime's module cache, so its next start compiles every module.
     pub fn clear_module_cache(&self, runtime: Runtime) -> std::io::Result<()> {
         match fs::remove_dir_all(self.work.join(runtime.name()).join("cache")) {
@@ -452,6 +478,9 @@ impl Prepared {
         let mut command = Command::new(&self.program);
         command
             .args(self.args.iter().map(fill))
+            // Each runtime's logging is the lab's choice, never the caller's environment.
+            .env_remove("EDGEGATE_LOG")
+            .env_remove("EDGEGATE_LOG_FORMAT")
             .envs(self.env.iter().map(|(k, v)| (k, fill(v))))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -516,6 +545,33 @@ mod tests {
             Workload::ALL.into_iter().filter(|&w| Runtime::EdgegateComponent.serves(w)).collect();
         assert_eq!(served, [Workload::StaticJson]);
         assert!(Workload::ALL.into_iter().all(|w| Runtime::Edgegate.serves(w)));
+    }
+
+    #[test]
+    fn edgegate_info_is_the_lab_configuration_at_the_default_log_level() {
+        let work = tempfile::tempdir().unwrap();
+        let env = Environment {
+            edgegate: "edgegate".into(),
+            node_dir: "bench/node".into(),
+            work: work.path().into(),
+            tls: None,
+        };
+        let fixtures = Fixtures::generate();
+        let level = |runtime| {
+            let prepared = env.prepare(runtime, &fixtures).unwrap();
+            let config = fs::read_to_string(prepared.dir.join("edgegate.toml")).unwrap();
+            let level =
+                prepared.env.iter().find(|(k, _)| k == "EDGEGATE_LOG").map(|(_, v)| v.clone());
+            (config, level)
+        };
+        let (lab, lab_level) = level(Runtime::Edgegate);
+        let (shipped, shipped_level) = level(Runtime::EdgegateInfo);
+        assert_eq!(lab, shipped);
+        assert_eq!(lab_level, Some("warn".into()));
+        assert_eq!(shipped_level, None, "the default level, as shipped");
+        let capacity = crate::lab::Plan::capacity().runtimes;
+        assert_eq!(capacity[..2], [Runtime::Edgegate, Runtime::EdgegateInfo]);
+        assert!(!crate::lab::Plan::quick().runtimes.contains(&Runtime::EdgegateInfo));
     }
 
     fn wat_empty() -> Vec<u8> {

@@ -127,11 +127,15 @@ impl Plan {
     }
 
     /// The capacity plan (`--capacity`): every light workload's capacity in five rounds of
-    /// 2 s, each cross-checked with wrk when it is installed; nothing else.
+    /// 2 s, each cross-checked with wrk when it is installed; nothing else. edgegate runs
+    /// twice, at the lab's `warn` and as shipped (`edgegate-info`).
     pub fn capacity() -> Self {
         let quick = Self::quick();
+        let mut runtimes = quick.runtimes.clone();
+        runtimes.insert(1, Runtime::EdgegateInfo);
         Self {
             mode: "capacity".into(),
+            runtimes,
             capacity: light(),
             capacity_settings: Self::full_capacity(),
             load_fractions: Vec::new(),
