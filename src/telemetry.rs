@@ -5,8 +5,9 @@
 //!   `--log-format json`, one JSON object per line, through a bounded queue and a thread of
 //!   their own ([`edgegate_host::observe::log_writer`]): no request waits on a write.
 //! * Trace spans (target [`edgegate_runtime::SPAN_TARGET`]) are never logged. They are exported
-//!   over OTLP (HTTP, protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, sampled at `OTEL_TRACES_SAMPLER_ARG`
+//!   over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is
+//!   set, over HTTP with protobuf or over gRPC as `OTEL_EXPORTER_OTLP_PROTOCOL` (or
+//!   `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`) says, sampled at `OTEL_TRACES_SAMPLER_ARG`
 //!   (a ratio, 1.0 by default; a sampled client `traceparent` is always followed), and not
 //!   created at all otherwise.
 //! * The W3C trace-context propagator reads `traceparent` whether or not spans are exported,
@@ -117,10 +118,12 @@ fn exporter() -> anyhow::Result<Option<(SdkTracerProvider, tokio::runtime::Runti
         .build()
         .context("starting the trace exporter's runtime")?;
     let _entered = runtime.enter();
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .build()
-        .context("setting up the OTLP exporter")?;
+    let builder = opentelemetry_otlp::SpanExporter::builder();
+    let exporter = match protocol()? {
+        Protocol::Grpc => builder.with_tonic().build(),
+        Protocol::HttpProtobuf => builder.with_http().build(),
+    }
+    .context("setting up the OTLP exporter")?;
     let processor =
         opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
             exporter,
@@ -134,4 +137,28 @@ fn exporter() -> anyhow::Result<Option<(SdkTracerProvider, tokio::runtime::Runti
         .build();
     drop(_entered);
     Ok(Some((provider, runtime)))
+}
+
+/// How spans travel to the collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// OTLP/gRPC (a collector's port 4317).
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (port 4318): the OpenTelemetry SDKs' default.
+    HttpProtobuf,
+}
+
+/// The protocol `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`, names;
+/// HTTP with protobuf when neither is set. Any other value is an error naming the variable,
+/// not a silent fallback to a transport the collector may not listen on.
+fn protocol() -> anyhow::Result<Protocol> {
+    for var in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+        let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) else { continue };
+        return match value.to_str() {
+            Some("grpc") => Ok(Protocol::Grpc),
+            Some("http/protobuf") => Ok(Protocol::HttpProtobuf),
+            _ => anyhow::bail!("{var}={value:?}: want `grpc` or `http/protobuf`"),
+        };
+    }
+    Ok(Protocol::HttpProtobuf)
 }

@@ -323,6 +323,52 @@ fn otlp_receiver() -> (String, mpsc::Receiver<Span>) {
     (format!("http://{addr}"), rx)
 }
 
+/// An OTLP/gRPC receiver on loopback: the collector's trace service, served by tonic on a
+/// thread of its own; every span it is sent, on a channel.
+fn otlp_grpc_receiver() -> (String, mpsc::Receiver<Span>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+        TraceService, TraceServiceServer,
+    };
+
+    struct Collector(Mutex<mpsc::Sender<Span>>);
+
+    #[tonic::async_trait]
+    impl TraceService for Collector {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            let tx = self.0.lock().unwrap();
+            for resource in request.into_inner().resource_spans {
+                for scope in resource.scope_spans {
+                    for span in scope.spans {
+                        let _ = tx.send(span);
+                    }
+                }
+            }
+            Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+        }
+    }
+
+    let (tx, rx) = mpsc::channel();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(Collector(Mutex::new(tx))))
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+                .await
+                .unwrap();
+        });
+    });
+    (format!("http://{addr}"), rx)
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -436,4 +482,46 @@ fn spans_reach_an_otlp_receiver_under_the_clients_trace_and_logs_are_json() {
     }
     assert_eq!(access[0]["trace_id"], TRACE_ID);
     assert_eq!(access[0]["route"], "auth");
+}
+
+#[test]
+fn spans_reach_an_otlp_grpc_receiver_when_the_protocol_says_grpc() {
+    let (endpoint, rx) = otlp_grpc_receiver();
+    let gw = Gateway::demo_with(
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let kv = http(gw.addr, "GET", "/kv/user:2", &[("traceparent", &traceparent(TRACE_ID))], b"");
+    assert_eq!(kv.status, 200);
+    let spans = spans_of(&rx, &mut Vec::new(), TRACE_ID);
+    let request = named(&spans, "request");
+    assert_eq!(hex(&request.parent_span_id), CLIENT_SPAN, "a child of the client's span");
+    assert_eq!(attribute(request, "worker").as_deref(), Some("kv-lookup"));
+    let get = spans.iter().find(|s| s.name == "kv get").expect("the kv hostcall span");
+    assert_eq!(get.parent_span_id, named(&spans, "guest").span_id);
+}
+
+#[test]
+fn an_unknown_otlp_protocol_is_an_error_naming_the_variable() {
+    for (var, value) in [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "gprc"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+            .args(["check", "--config", "/nonexistent/edgegate.toml"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+            .env(var, value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{var}=\"{value}\": want `grpc` or `http/protobuf`")),
+            "{stderr}"
+        );
+    }
 }
