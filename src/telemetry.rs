@@ -18,7 +18,7 @@ use edgegate_host::observe::access_format::AccessFormat;
 use edgegate_runtime::SPAN_TARGET;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
-use tracing_subscriber::filter::{EnvFilter, FilterExt, Targets};
+use tracing_subscriber::filter::{self, EnvFilter, FilterExt, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
@@ -80,9 +80,19 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
     let exporter = exporter()?;
     let spans = exporter.as_ref().map(|(provider, _)| {
         use opentelemetry::trace::TracerProvider as _;
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("edgegate"))
-            .with_filter(Targets::new().with_target(SPAN_TARGET, tracing::Level::TRACE))
+        // Its spans are all at info, and both filters say so: a higher level (or none, which
+        // counts as `trace`) raises the `log` crate's maximum too, and every `log::trace!`
+        // of Wasmtime's would be dispatched only to be filtered out. And a span only under a
+        // sampled request's: the gateway decides per request
+        // (`observe::trace::sampled`) and gives the others no request span, so none of
+        // theirs is built either.
+        let under_a_request = filter::dynamic_filter_fn(|meta, cx| {
+            meta.name() == "request" || cx.lookup_current().is_some()
+        })
+        .with_max_level_hint(tracing::Level::INFO);
+        tracing_opentelemetry::layer().with_tracer(provider.tracer("edgegate")).with_filter(
+            Targets::new().with_target(SPAN_TARGET, tracing::Level::INFO).and(under_a_request),
+        )
     });
     // Without an exporter, no spans layer at all: an absent (`None`) layer would declare an
     // interest in every callsite, and each request's spans would be built for nobody.
@@ -132,10 +142,13 @@ fn exporter() -> anyhow::Result<Option<(SdkTracerProvider, tokio::runtime::Runti
         .build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
+        // The ratio is applied by the gateway, before a request's first span: every span
+        // that exists is one to export.
+        .with_sampler(Sampler::AlwaysOn)
         .with_resource(opentelemetry_sdk::Resource::builder().with_service_name("edgegate").build())
         .build();
     drop(_entered);
+    edgegate_host::observe::trace::export_spans(ratio);
     Ok(Some((provider, runtime)))
 }
 

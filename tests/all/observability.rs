@@ -477,10 +477,12 @@ fn spans_reach_an_otlp_receiver_under_the_clients_trace_and_logs_are_json() {
     assert_eq!(access.len(), 3, "{stderr}");
     for line in &access {
         assert_eq!(line["request_id"].as_str().map(str::len), Some(16), "{line}");
-        assert_eq!(line["trace_id"].as_str().map(str::len), Some(32), "{line}");
         assert!(line["cpu_us"].is_u64() && line["memory_peak"].as_u64() > Some(0), "{line}");
     }
     assert_eq!(access[0]["trace_id"], TRACE_ID);
+    assert_eq!(access[1]["trace_id"], kv_trace);
+    // The request that started its trace at the gateway was not sampled: no spans, no trace.
+    assert_eq!(access[2]["trace_id"], "-", "{}", access[2]);
     assert_eq!(access[0]["route"], "auth");
 }
 
@@ -497,12 +499,28 @@ fn spans_reach_an_otlp_grpc_receiver_when_the_protocol_says_grpc() {
     );
     let kv = http(gw.addr, "GET", "/kv/user:2", &[("traceparent", &traceparent(TRACE_ID))], b"");
     assert_eq!(kv.status, 200);
-    let spans = spans_of(&rx, &mut Vec::new(), TRACE_ID);
+    let mut received = Vec::new();
+    let spans = spans_of(&rx, &mut received, TRACE_ID);
     let request = named(&spans, "request");
     assert_eq!(hex(&request.parent_span_id), CLIENT_SPAN, "a child of the client's span");
     assert_eq!(attribute(request, "worker").as_deref(), Some("kv-lookup"));
-    let get = spans.iter().find(|s| s.name == "kv get").expect("the kv hostcall span");
-    assert_eq!(get.parent_span_id, named(&spans, "guest").span_id);
+    let kv_get = spans.iter().find(|s| s.name == "kv get").expect("the kv hostcall span");
+    assert_eq!(kv_get.parent_span_id, named(&spans, "guest").span_id);
+    // A trace that starts at the gateway (ratio 1 by default) has its whole tree too.
+    assert_eq!(get(gw.addr, "/kv/user:3").status, 200);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let root = loop {
+        if let Some(root) =
+            received.iter().find(|s| s.name == "request" && hex(&s.trace_id) != TRACE_ID)
+        {
+            break root.clone();
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        received.push(rx.recv_timeout(left).expect("the gateway's own trace"));
+    };
+    assert!(root.parent_span_id.is_empty(), "a root: {root:#?}");
+    let own = spans_of(&rx, &mut received, &hex(&root.trace_id));
+    assert_eq!(named(&own, "guest").parent_span_id, root.span_id, "{own:#?}");
 }
 
 #[test]

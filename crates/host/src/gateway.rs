@@ -149,18 +149,23 @@ impl Gateway {
         let id = self.ids.next();
         let started = Instant::now();
         let _in_flight = Raised::new(&self.gauges.in_flight);
-        let span = tracing::info_span!(
-            target: SPAN_TARGET,
-            "request",
-            otel.kind = "server",
-            http.request.method = %request.method(),
-            url.path = request.uri().path(),
-            request_id = %id,
-            route = Empty,
-            worker = Empty,
-            worker.digest = Empty,
-            http.response.status_code = Empty,
-        );
+        // A request that is not sampled has no spans at all (see `observe::trace`).
+        let span = if !crate::observe::trace::sampled(request.headers(), id) {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(
+                target: SPAN_TARGET,
+                "request",
+                otel.kind = "server",
+                http.request.method = %request.method(),
+                url.path = request.uri().path(),
+                request_id = %id,
+                route = Empty,
+                worker = Empty,
+                worker.digest = Empty,
+                http.response.status_code = Empty,
+            )
+        };
         let trace_id = crate::observe::trace::continue_from(request.headers(), &span);
         let method = request.method().clone();
         let uri = request.uri().clone();

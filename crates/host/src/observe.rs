@@ -6,4 +6,4 @@ pub(crate) mod access;
 pub mod access_format;
 pub mod log_writer;
 pub mod metrics;
-pub(crate) mod trace;
+pub mod trace;

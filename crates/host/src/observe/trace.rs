@@ -1,10 +1,17 @@
 //! W3C trace context: read from the client's `traceparent`, written to the upstream's, and the
 //! trace id for the access log. Spans are `tracing` spans (target
 //! [`edgegate_runtime::SPAN_TARGET`]); `edgegate serve` exports them over OTLP when
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (docs/observability.md). Without an exporter the spans
-//! are disabled and cost a branch each, and the client's `traceparent` still reaches the
-//! upstream as it came.
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (docs/observability.md).
+//!
+//! Whether a request has spans at all is decided here, before its first span
+//! ([`sampled`]): a request that is not sampled creates none, so it costs what it would
+//! without an exporter, a branch per span. The exporting layer enables a span only under a
+//! sampled request's (see `edgegate serve`'s telemetry). Without spans, the client's
+//! `traceparent` reaches the upstream as it came.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use edgegate_runtime::RequestId;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TraceContextExt;
@@ -36,6 +43,40 @@ impl Injector for HeadersMut<'_> {
     }
 }
 
+/// The share of the traces starting at the gateway that are sampled, as `f64` bits; negative
+/// (the start) while nothing exports spans.
+static NEW_TRACE_RATIO: AtomicU64 = AtomicU64::new(0xBFF0_0000_0000_0000); // -1.0
+
+/// Spans are exported from now on, `ratio` (0 to 1) of the traces that start at the gateway
+/// sampled; a client's `traceparent` is followed either way.
+pub fn export_spans(ratio: f64) {
+    NEW_TRACE_RATIO.store(ratio.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
+}
+
+/// Whether request `id` gets spans: never while nothing exports them; as the client's
+/// `traceparent` says when it sends a valid one (parent-based, as OpenTelemetry's SDKs
+/// sample); else the set share of requests, chosen by a hash of the id.
+pub(crate) fn sampled(headers: &HeaderMap, id: RequestId) -> bool {
+    let ratio = f64::from_bits(NEW_TRACE_RATIO.load(Ordering::Relaxed));
+    if ratio < 0.0 {
+        return false;
+    }
+    if headers.contains_key(TRACEPARENT) {
+        let parent =
+            opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(headers)));
+        let client = parent.span().span_context().clone();
+        if client.is_valid() {
+            return client.is_sampled();
+        }
+    }
+    // splitmix64: consecutive ids spread evenly over [0, 1).
+    let mut z = id.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    ((z >> 11) as f64) / ((1u64 << 53) as f64) < ratio
+}
+
 /// Makes `span` a child of the trace the client's headers carry, if any; returns the trace id
 /// to log: the span's when spans are exported, else the client's.
 pub(crate) fn continue_from(headers: &HeaderMap, span: &tracing::Span) -> Option<String> {
@@ -63,5 +104,41 @@ pub(crate) fn inject(headers: &mut HeaderMap) {
         opentelemetry::global::get_text_map_propagator(|p| {
             p.inject_context(&cx, &mut HeadersMut(headers))
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // One test: the ratio is the process's.
+    #[test]
+    fn the_client_decides_else_the_ratio_does_and_nothing_without_an_exporter() {
+        opentelemetry::global::set_text_map_propagator(
+            opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+        );
+        let client = |flags: &str| {
+            let mut headers = HeaderMap::new();
+            let value = format!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-{flags}");
+            headers.insert(TRACEPARENT, HeaderValue::from_str(&value).unwrap());
+            headers
+        };
+        let none = HeaderMap::new();
+        let share = |headers: &HeaderMap| {
+            (0..10_000u64).filter(|&n| sampled(headers, RequestId(n.wrapping_mul(7) + 3))).count()
+        };
+        assert_eq!(share(&client("01")), 0, "no exporter, no spans");
+        export_spans(0.01);
+        let roots = share(&none);
+        assert!((60..=140).contains(&roots), "about 1 % of 10 000: {roots}");
+        assert_eq!(share(&client("01")), 10_000, "a sampled client trace is followed");
+        assert_eq!(share(&client("00")), 0, "an unsampled one too");
+        let mut broken = HeaderMap::new();
+        broken.insert(TRACEPARENT, HeaderValue::from_static("00-zz-00f067aa0ba902b7-01"));
+        assert_eq!(share(&broken), roots, "an invalid traceparent starts a new trace");
+        export_spans(1.0);
+        assert_eq!(share(&none), 10_000);
+        export_spans(0.0);
+        assert_eq!(share(&none), 0);
     }
 }
