@@ -4,7 +4,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use edgegate_host::config::Loaded;
+use edgegate_host::config::{Loaded, Scheduler};
 use edgegate_host::{Gateway, Server, demo};
 
 use super::ConfigArgs;
@@ -53,7 +53,12 @@ impl ServeCommand {
         }
         let listen = self.listen.unwrap_or(loaded.config.server.listen);
         let admin = self.admin.unwrap_or(loaded.config.server.admin);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let mut runtime = tokio::runtime::Builder::new_multi_thread();
+        if loaded.config.server.scheduler == Scheduler::PerCore {
+            // The first CPU's: the server starts a runtime of one thread for each other CPU.
+            runtime.worker_threads(1);
+        }
+        let runtime = runtime
             .enable_all()
             .thread_name("edgegate")
             .build()

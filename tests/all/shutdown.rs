@@ -93,3 +93,37 @@ fn a_drain_answers_the_next_request_on_a_fresh_or_keep_alive_connection() {
     let status = gw.wait(Duration::from_secs(30)).expect("exits after draining");
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn per_core_serves_from_a_thread_per_cpu_and_drains_every_one() {
+    let mut gw = Gateway::start(&spinning_hostile(r#"scheduler = "per-core""#, ""));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = || {
+        std::fs::read_dir(format!("/proc/{}/task", gw.pid()))
+            .unwrap()
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with("edgegate-core-"))
+            .count()
+    };
+    // The threads start as the server runs, just after it announced its addresses.
+    wait_until("a thread for every CPU but the first", || threads() == cpus - 1);
+    // New connections land on every thread's listener (the kernel chooses): all answer.
+    for _ in 0..16 {
+        assert_eq!(get(gw.addr, "/h/ok").status, 200);
+    }
+    // Requests in flight on several connections: the drain waits for each, wherever it runs.
+    let addr = gw.addr;
+    let in_flight: Vec<_> =
+        (0..4).map(|_| std::thread::spawn(move || get(addr, "/h/spin?ms=1500"))).collect();
+    wait_until("the requests are in flight", || {
+        metric_total(&gw, "edgegate_instance_slots_in_use") == 4
+    });
+    gw.signal(Signal::TERM);
+    for request in in_flight {
+        let reply = request.join().unwrap();
+        assert_eq!((reply.status, reply.text().as_str()), (200, "spun"));
+    }
+    let (status, stderr) = gw.stop();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("drained") && !stderr.contains("shutdown timeout"), "{stderr}");
+}

@@ -569,9 +569,6 @@ mod tests {
         assert_eq!(lab, shipped);
         assert_eq!(lab_level, Some("warn".into()));
         assert_eq!(shipped_level, None, "the default level, as shipped");
-        let capacity = crate::lab::Plan::capacity().runtimes;
-        assert_eq!(capacity[..2], [Runtime::Edgegate, Runtime::EdgegateInfo]);
-        assert!(!crate::lab::Plan::quick().runtimes.contains(&Runtime::EdgegateInfo));
     }
 
     fn wat_empty() -> Vec<u8> {

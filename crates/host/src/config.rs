@@ -41,7 +41,7 @@ pub use jwt::{JwtConfig, KeySourceConfig};
 pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
 pub use route::{RespondConfig, RouteConfig};
 pub use runtime::{EngineConfig, MemoryInit};
-pub use server::ServerConfig;
+pub use server::{Scheduler, ServerConfig};
 pub use split::{ShadowConfig, SplitConfig, SplitRuleConfig, SplitTargetConfig, StickyConfig};
 pub use tls::{CertificateConfig, ClientAuthConfig, TlsConfig, TlsVersion};
 pub use upstream::{DEMO_ORIGIN, UpstreamConfig};

@@ -14,6 +14,7 @@
 pub mod admin;
 mod answer;
 pub mod files;
+mod per_core;
 pub mod watch;
 pub(crate) mod workers;
 
@@ -30,7 +31,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Semaphore;
 
-use crate::config::ServerConfig;
+use crate::config::{Scheduler, ServerConfig};
 use crate::gateway::Gateway;
 use crate::listen::accept::Acceptor;
 use crate::listen::conn::ConnInfo;
@@ -51,6 +52,9 @@ pub struct Server {
     admin: Acceptor,
     /// SIGHUP, caught from binding on: each one reloads.
     hangup: tokio::signal::unix::Signal,
+    /// With `scheduler = "per-core"`, the listeners of every CPU but the first, which the
+    /// runtime this server runs on serves.
+    cores: Vec<per_core::Core>,
 }
 
 impl Server {
@@ -70,12 +74,17 @@ impl Server {
         let workers = gateway.worker_count();
         let resident = gateway.runtime.config().max_resident.get().min(workers) as u64;
         files::ensure(files::Needed::of(&server, resident)).map_err(std::io::Error::other)?;
-        let http = Acceptor::new(bind(listen, server.reuse_port)?, "http");
-        let tls = server
-            .tls
-            .map(|config| bind(tls.unwrap_or(config.listen), server.reuse_port))
-            .transpose()?
-            .map(|listener| Acceptor::new(listener, "tls"));
+        let by_core = server.scheduler == Scheduler::PerCore;
+        let reuse_port = server.reuse_port || by_core;
+        let http = bind(listen, reuse_port)?;
+        let tls =
+            server.tls.map(|config| bind(tls.unwrap_or(config.listen), reuse_port)).transpose()?;
+        let cores = match by_core {
+            true => per_core::Core::bind_others(&http, tls.as_ref())?,
+            false => Vec::new(),
+        };
+        let http = Acceptor::new(http, "http");
+        let tls = tls.map(|listener| Acceptor::new(listener, "tls"));
         if !admin.ip().is_loopback() && !gateway.token.is_set() {
             tracing::warn!(
                 %admin,
@@ -85,7 +94,7 @@ impl Server {
             );
         }
         let admin = Acceptor::new(bind(admin, server.reuse_port)?, "admin");
-        Ok(Self { gateway: Arc::new(gateway), http, tls, admin, hangup })
+        Ok(Self { gateway: Arc::new(gateway), http, tls, admin, hangup, cores })
     }
 
     /// The gateway this server serves: what `reload` is called on.
@@ -146,16 +155,19 @@ impl Server {
             }),
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let stopped_core = stopped.clone();
         let mut loops = tokio::task::JoinSet::new();
         loops.spawn(accept.clone().accept(self.http, false, stopped.clone()));
         if let Some(tls) = self.tls {
             loops.spawn(accept.clone().accept(tls, true, stopped));
         }
+        let mut cores = per_core::Cores::start(self.cores, &accept, &stopped_core);
         drop(accept);
         shutdown.await;
         let _ = stop.send(true);
         // The loops end and close their listeners.
         while loops.join_next().await.is_some() {}
+        cores.stopped_accepting().await;
 
         draining.store(true, Ordering::Relaxed);
         tracing::info!(timeout = ?server.shutdown_timeout, "shutting down: no longer accepting, draining in-flight requests");
@@ -165,13 +177,14 @@ impl Server {
             Ok(()) => tracing::info!("drained"),
             Err(_) => tracing::warn!("shutdown timeout: exiting with requests still in flight"),
         }
+        cores.exit().await;
         admin.abort();
         hangups.abort();
     }
 }
 
 /// What every accepted connection needs, shared by the accept loops.
-struct Accept {
+pub(crate) struct Accept {
     gateway: Arc<Gateway>,
     builders: Builders,
     timeouts: Timeouts,

@@ -276,6 +276,14 @@ mod tests {
     }
 
     #[test]
+    fn the_capacity_plan_measures_edgegate_as_shipped_beside_the_lab_level() {
+        let capacity = Plan::capacity().runtimes;
+        assert_eq!(capacity[..2], [Runtime::Edgegate, Runtime::EdgegateInfo]);
+        assert!(!Plan::quick().runtimes.contains(&Runtime::EdgegateInfo));
+        assert!(!Plan::full().runtimes.contains(&Runtime::EdgegateInfo));
+    }
+
+    #[test]
     fn fixed_rates_follow_the_slowest_capacity_unless_given() {
         let full = Plan::full();
         assert_eq!(

@@ -25,6 +25,11 @@ pub struct ServerConfig {
     /// the same ports while the old one drains (docs/deploy.md). Default false: a second
     /// process on the same ports is refused.
     pub reuse_port: bool,
+    /// How connections are spread over threads: `"work-stealing"` (the default: one tokio
+    /// runtime whose worker threads, one per CPU, take each other's tasks) or `"per-core"`
+    /// (a runtime of one thread per CPU, each accepting on its own `SO_REUSEPORT` listener
+    /// and running its connections to the end, as NGINX's workers do).
+    pub scheduler: Scheduler,
     /// Open client connections at most; past it, new connections wait in the kernel's accept
     /// queue. Default 4096.
     pub max_connections: usize,
@@ -104,6 +109,19 @@ pub struct ServerConfig {
     pub escaped_slashes: EscapedSlashes,
 }
 
+/// `[server] scheduler`: how connections are spread over threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    /// One runtime, a worker thread per CPU, each free to take the others' tasks.
+    #[default]
+    WorkStealing,
+    /// A single-threaded runtime per CPU, each with its own listener (`SO_REUSEPORT`: the
+    /// kernel spreads new connections over them); a connection stays on the thread that
+    /// accepted it.
+    PerCore,
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
@@ -111,6 +129,7 @@ impl Default for ServerConfig {
             tls: None,
             admin: SocketAddr::from(([127, 0, 0, 1], 9090)),
             reuse_port: false,
+            scheduler: Scheduler::WorkStealing,
             max_connections: 4096,
             admin_max_connections: 64,
             max_concurrency: 256,

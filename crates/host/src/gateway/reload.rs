@@ -187,6 +187,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         ("server.listen", a.listen != b.listen),
         ("server.admin", a.admin != b.admin),
         ("server.reuse_port", a.reuse_port != b.reuse_port),
+        ("server.scheduler", a.scheduler != b.scheduler),
         ("server.max_connections", a.max_connections != b.max_connections),
         ("server.admin_max_connections", a.admin_max_connections != b.admin_max_connections),
         ("server.max_concurrency", a.max_concurrency != b.max_concurrency),
