@@ -476,3 +476,18 @@ fn max_handshakes_caps_handshakes_from_a_whole_client_hello() {
     assert!(metric_line(&gw, line).is_some(), "{}", get(gw.admin, "/metrics").text());
     drop(holder);
 }
+
+#[test]
+fn per_core_serves_tls_from_every_cores_listener() {
+    let certs = Certs::new();
+    let config = certs.config("").replacen("[server]\n", "[server]\nscheduler = \"per-core\"\n", 1);
+    let gw = Gateway::start(&config);
+    let tls = gw.tls.expect("a TLS listener");
+    // Each a new connection, which the kernel gives to one of the listeners: a listener no
+    // thread accepted on would leave curl waiting until its 10 s are up.
+    for version in ["--http1.1", "--http2"].into_iter().cycle().take(12) {
+        let (ok, out) = curl(&certs, tls, "api.example.test", &[version]);
+        let expected = if version == "--http2" { "ok 2" } else { "ok 1.1" };
+        assert!(ok && out == expected, "{version}: {out}");
+    }
+}
