@@ -368,7 +368,7 @@ impl Environment {
     }
 
     /// Cuts `edgegate-info`'s log, an access line per request of the whole run (a gigabyte
-    /// or more), to its first [`KEPT_LOG`] bytes: the start and the first requests, what a
+    /// or more), to its first MiB: the start and the first requests, what a
     /// failure needs.
     pub fn trim_access_log(&self, runtime: Runtime) -> std::io::Result<()> {
         let path = self.work.join(format!("{}.log", runtime.name()));

@@ -4,7 +4,7 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (docs/observability.md).
 //!
 //! Whether a request has spans at all is decided here, before its first span
-//! ([`sampled`]): a request that is not sampled creates none, so it costs what it would
+//! (`sampled`): a request that is not sampled creates none, so it costs what it would
 //! without an exporter, a branch per span. The exporting layer enables a span only under a
 //! sampled request's (see `edgegate serve`'s telemetry). Without spans, the client's
 //! `traceparent` reaches the upstream as it came.
