@@ -18,7 +18,8 @@ use edgegate_host::observe::access_format::AccessFormat;
 use edgegate_runtime::SPAN_TARGET;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
-use tracing_subscriber::filter::{self, EnvFilter, FilterExt, Targets};
+use tracing_appender::non_blocking::NonBlocking;
+use tracing_subscriber::filter::{self, EnvFilter, FilterExt, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
@@ -55,13 +56,28 @@ impl Drop for Telemetry {
 pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let filter = EnvFilter::try_from_env("EDGEGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    // Spans are for the exporter: the log lines do not repeat them.
-    let not_spans = Targets::new()
-        .with_default(tracing::Level::TRACE)
-        .with_target(SPAN_TARGET, tracing_subscriber::filter::LevelFilter::OFF);
     let (writer, guard) = edgegate_host::observe::log_writer::non_blocking(std::io::stderr())?;
-    // Access lines are formatted by edgegate's own formatter, the same lines as tracing's.
-    let logs = match format {
+    let exporter = exporter()?;
+    // Without an exporter, no spans layer at all: an absent (`None`) layer would declare an
+    // interest in every callsite, and each request's spans would be built for nobody.
+    match &exporter {
+        Some((provider, _)) => tracing_subscriber::registry()
+            .with(under_a_request(logged_levels(&filter)))
+            .with(logs_layer(format, writer, filter))
+            .with(spans_layer(provider))
+            .init(),
+        None => tracing_subscriber::registry().with(logs_layer(format, writer, filter)).init(),
+    }
+    Ok(Telemetry { exporter, _logs: guard })
+}
+
+/// The log lines, in `format`, through `writer`, as `filter` allows. Access lines are
+/// formatted by edgegate's own formatter, the same lines as tracing's.
+fn logs_layer<S>(format: LogFormat, writer: NonBlocking, filter: EnvFilter) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    match format {
         LogFormat::Text => fmt::layer()
             .with_writer(writer)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -76,32 +92,57 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
             .map_event_format(|f| AccessFormat::new(f, true))
             .boxed(),
     }
-    .with_filter(filter.and(not_spans));
-    let exporter = exporter()?;
-    let spans = exporter.as_ref().map(|(provider, _)| {
-        use opentelemetry::trace::TracerProvider as _;
-        // Its spans are all at info, and both filters say so: a higher level (or none, which
-        // counts as `trace`) raises the `log` crate's maximum too, and every `log::trace!`
-        // of Wasmtime's would be dispatched only to be filtered out. And a span only under a
-        // sampled request's: the gateway decides per request
-        // (`observe::trace::sampled`) and gives the others no request span, so none of
-        // theirs is built either.
-        let under_a_request = filter::dynamic_filter_fn(|meta, cx| {
-            meta.name() == "request" || cx.lookup_current().is_some()
-        })
-        .with_max_level_hint(tracing::Level::INFO);
-        tracing_opentelemetry::layer().with_tracer(provider.tracer("edgegate")).with_filter(
-            Targets::new().with_target(SPAN_TARGET, tracing::Level::INFO).and(under_a_request),
-        )
-    });
-    // Without an exporter, no spans layer at all: an absent (`None`) layer would declare an
-    // interest in every callsite, and each request's spans would be built for nobody.
-    let logged = tracing_subscriber::registry().with(logs);
-    match spans {
-        Some(spans) => logged.with(spans).init(),
-        None => logged.init(),
-    }
-    Ok(Telemetry { exporter, _logs: guard })
+    .with_filter(filter.and(not_spans()))
+}
+
+/// Every event but spans: the log lines do not repeat them.
+fn not_spans() -> Targets {
+    Targets::new()
+        .with_default(tracing::Level::TRACE)
+        .with_target(SPAN_TARGET, tracing_subscriber::filter::LevelFilter::OFF)
+}
+
+/// The layer that hands spans to `provider`. Its spans are all at info, and its filter says
+/// so: a higher level (or none, which counts as `trace`) raises the `log` crate's maximum too,
+/// and every `log::trace!` of Wasmtime's would be dispatched only to be filtered out.
+fn spans_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + use<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use opentelemetry::trace::TracerProvider as _;
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("edgegate"))
+        .with_filter(Targets::new().with_target(SPAN_TARGET, tracing::Level::INFO))
+}
+
+/// A global filter, under every layer: a span of edgegate's exists only if it is a request's
+/// or runs under one. The gateway decides per request (`observe::trace::sampled`) and gives
+/// an unsampled one no request span, so none of its spans is built either. (A per-layer
+/// filter on the spans layer cannot do this: a span it refuses is still built.) Every other
+/// call site is left to the layers, asked once.
+///
+/// `most` is the most verbose level anything is logged at: the filter says so, or it would
+/// raise the `log` crate's maximum to `trace` (see [`spans_layer`]).
+fn under_a_request<S>(most: LevelFilter) -> impl Layer<S> + use<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    filter::dynamic_filter_fn(|meta, cx| {
+        meta.target() != SPAN_TARGET || meta.name() == "request" || cx.lookup_current().is_some()
+    })
+    .with_callsite_filter(|meta| match meta.target() {
+        SPAN_TARGET => tracing::subscriber::Interest::sometimes(),
+        _ => tracing::subscriber::Interest::always(),
+    })
+    .with_max_level_hint(most.max(LevelFilter::INFO))
+}
+
+/// The most verbose level `filter` logs anything at (`trace` when it cannot say).
+fn logged_levels(filter: &EnvFilter) -> LevelFilter {
+    <EnvFilter as tracing_subscriber::layer::Filter<tracing_subscriber::Registry>>::max_level_hint(
+        filter,
+    )
+    .unwrap_or(LevelFilter::TRACE)
 }
 
 /// The OTLP exporter and the runtime it sends from, when an endpoint is configured.
@@ -174,4 +215,29 @@ fn protocol() -> anyhow::Result<Protocol> {
         };
     }
     Ok(Protocol::HttpProtobuf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_request_span_and_the_spans_under_it_are_built() {
+        let provider = SdkTracerProvider::builder().build();
+        let logs = fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(EnvFilter::new("info").and(not_spans()));
+        let subscriber = tracing_subscriber::registry()
+            .with(under_a_request(LevelFilter::INFO))
+            .with(logs)
+            .with(spans_layer(&provider));
+        tracing::subscriber::with_default(subscriber, || {
+            let guest = || tracing::info_span!(target: SPAN_TARGET, "guest");
+            assert!(guest().is_disabled(), "outside a request (an unsampled one): no span");
+            let request = tracing::info_span!(target: SPAN_TARGET, "request");
+            assert!(!request.is_disabled());
+            let _entered = request.enter();
+            assert!(!guest().is_disabled(), "under a request's span");
+        });
+    }
 }
