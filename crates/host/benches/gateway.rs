@@ -17,6 +17,10 @@
 //!   installed, as `serve` does: `metrics/X ÷ X` is what the recorder costs a request (the
 //!   request path's own histograms and gauges record in both).
 //!
+//! * `gateway/logged/…`: the same after a subscriber at the default level (`info`) is
+//!   installed as `serve` installs it: `logged/X ÷ metrics/X` is what the access line costs a
+//!   request, its formatting and its hand-off to the log queue.
+//!
 //! Run: `cargo bench -p edgegate-host --bench gateway`
 
 use std::path::PathBuf;
@@ -24,9 +28,13 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use edgegate_host::config::Loaded;
+use edgegate_host::observe::access_format::AccessFormat;
 use edgegate_host::{ConnInfo, Gateway};
 use edgegate_testkit::{Signer, now};
 use http_body_util::{BodyExt, Full};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
 
 async fn upstream() -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -182,6 +190,20 @@ fn bench(c: &mut Criterion) {
     }
     group.bench_function("metrics/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
     group.bench_function("metrics/kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
+    // The default log level as `serve` sets it up: every request's access line formatted by
+    // `AccessFormat` and handed to the log queue (whose thread writes to nothing here), no
+    // spans layer.
+    let (writer, _flushed) = edgegate_host::observe::log_writer::non_blocking(std::io::sink())
+        .expect("the default queue");
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_ansi(false)
+        .map_event_format(|f| AccessFormat::new(f, false))
+        .with_filter(EnvFilter::new("info"));
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(logs))
+        .expect("the benchmark's only subscriber");
+    group.bench_function("logged/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
+    group.bench_function("logged/kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
     group.finish();
 }
 
