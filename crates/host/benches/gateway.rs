@@ -191,15 +191,15 @@ fn bench(c: &mut Criterion) {
     group.bench_function("metrics/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
     group.bench_function("metrics/kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
     // The default log level as `serve` sets it up: every request's access line formatted by
-    // `AccessFormat` and handed to the log queue (whose thread writes to nothing here), no
-    // spans layer.
+    // `AccessFormat` and handed to the log queue (whose thread writes to nothing here); the
+    // spans, which `serve` gives no layer without an exporter, off.
     let (writer, _flushed) = edgegate_host::observe::log_writer::non_blocking(std::io::sink())
         .expect("the default queue");
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(false)
         .map_event_format(|f| AccessFormat::new(f, false))
-        .with_filter(EnvFilter::new("info"));
+        .with_filter(EnvFilter::new(format!("info,{}=off", edgegate_runtime::SPAN_TARGET)));
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(logs))
         .expect("the benchmark's only subscriber");
     group.bench_function("logged/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
