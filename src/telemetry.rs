@@ -15,10 +15,10 @@
 
 use anyhow::Context;
 use edgegate_host::observe::access_format::AccessFormat;
+use edgegate_host::observe::log_writer::{Flushed, LogWriter};
 use edgegate_runtime::SPAN_TARGET;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
-use tracing_appender::non_blocking::NonBlocking;
 use tracing_subscriber::filter::{self, EnvFilter, FilterExt, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -38,7 +38,7 @@ pub enum LogFormat {
 /// lines and flushes the spans not yet sent.
 pub struct Telemetry {
     exporter: Option<(SdkTracerProvider, tokio::runtime::Runtime)>,
-    _logs: tracing_appender::non_blocking::WorkerGuard,
+    _logs: Flushed,
 }
 
 impl Drop for Telemetry {
@@ -73,7 +73,7 @@ pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
 
 /// The log lines, in `format`, through `writer`, as `filter` allows. Access lines are
 /// formatted by edgegate's own formatter, the same lines as tracing's.
-fn logs_layer<S>(format: LogFormat, writer: NonBlocking, filter: EnvFilter) -> impl Layer<S>
+fn logs_layer<S>(format: LogFormat, writer: LogWriter, filter: EnvFilter) -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {

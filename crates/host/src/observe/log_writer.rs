@@ -1,7 +1,10 @@
 //! The writer every log line goes through (the access log, guests' lines and the gateway's
-//! own): a request hands its formatted line to a bounded queue and goes on; one thread writes
-//! the queue to stderr, gathering what has queued up into one `write(2)` of up to 64 KiB. No
-//! request waits on a write, however slow whatever reads stderr is.
+//! own): a request appends its formatted line to a bounded queue and goes on; one thread
+//! writes what has queued up to stderr, in one `write(2)` per batch. No request waits on a
+//! write, however slow whatever reads stderr is, and no request wakes the thread: it wakes
+//! every [`GATHER`] while lines come, and sleeps until the next line once they stop. (A queue
+//! that woke its thread for each line cost a context switch per request whenever that thread
+//! had a CPU of its own: docs/benchmarks.md, "The default log level".)
 //!
 //! When the queue is full, a line is dropped, not waited for: counted in
 //! `edgegate_log_lines_dropped_total`, and said in a warning at most every 5 seconds. On exit
@@ -9,14 +12,16 @@
 //!
 //! ```text
 //!  request thread ── line ──▶ queue (EDGEGATE_LOG_QUEUE lines) ──▶ edgegate-log thread ──▶ stderr
-//!                     full: dropped, counted                        (batched writes)
+//!                     full: dropped, counted                  every 1 ms while lines come
 //! ```
 
-use std::io::{BufWriter, Write};
-use std::sync::OnceLock;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::thread::Thread;
 use std::time::Duration;
 
-use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::fmt::MakeWriter;
 
 /// Lines the queue holds by default: about 10 MiB of 300-byte access lines, a third of a
 /// second of a busy node's lines for a stderr reader that stalls.
@@ -25,41 +30,173 @@ pub const DEFAULT_QUEUE_LINES: usize = 32 * 1024;
 /// The variable that sets how many lines the queue holds.
 pub const QUEUE_VAR: &str = "EDGEGATE_LOG_QUEUE";
 
-/// The most bytes one write gathers.
-const BATCH_BYTES: usize = 64 * 1024;
+/// How long the thread gathers lines before it writes them, while they come.
+pub const GATHER: Duration = Duration::from_millis(1);
+
+/// How long exit waits for the queue to be written out.
+const LAST_WRITE: Duration = Duration::from_secs(1);
 
 /// How often dropped lines are reported.
 const REPORT_EVERY: Duration = Duration::from_secs(5);
 
-static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
+/// The process's queue, for the dropped-line count.
+static QUEUE: OnceLock<Arc<Queue>> = OnceLock::new();
 
 /// Why the log writer could not be set up.
 #[derive(Debug, thiserror::Error)]
-#[error("{QUEUE_VAR}={0:?}: want a number of lines, at least 1")]
-pub struct BadQueue(String);
+pub enum BadQueue {
+    /// `EDGEGATE_LOG_QUEUE` is not a number of lines.
+    #[error("{QUEUE_VAR}={0:?}: want a number of lines, at least 1")]
+    Size(String),
+    /// The writing thread could not start.
+    #[error("starting the log thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// The lines waiting to be written.
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    lines: usize,
+}
+
+#[derive(Debug)]
+struct Queue {
+    pending: Mutex<Pending>,
+    /// Lines it holds at most.
+    limit: usize,
+    dropped: AtomicU64,
+    /// The thread sleeps until a line comes (set by it, cleared by whoever wakes it).
+    idle: AtomicBool,
+    stopping: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+impl Queue {
+    fn push(&self, line: &[u8]) {
+        let was_empty = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.lines >= self.limit {
+                drop(pending);
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            pending.bytes.extend_from_slice(line);
+            pending.lines += 1;
+            pending.lines == 1
+        };
+        if was_empty
+            && self.idle.swap(false, Ordering::SeqCst)
+            && let Some(thread) = self.thread.get()
+        {
+            thread.unpark();
+        }
+    }
+
+    /// What is queued, swapped for `spare` (emptied).
+    fn take(&self, spare: &mut Vec<u8>) {
+        spare.clear();
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::swap(&mut pending.bytes, spare);
+        pending.lines = 0;
+    }
+
+    /// The thread's loop: write what has queued, gather for [`GATHER`], again; sleep while
+    /// nothing comes; write the rest and end once stopping.
+    fn run(&self, mut out: impl Write) {
+        let mut batch = Vec::new();
+        loop {
+            self.take(&mut batch);
+            if !batch.is_empty() {
+                let _ = out.write_all(&batch).and_then(|()| out.flush());
+                std::thread::park_timeout(GATHER);
+                continue;
+            }
+            if self.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            self.idle.store(true, Ordering::SeqCst);
+            // A line queued before `idle` was set did not wake us: look again.
+            let empty = self.pending.lock().map_or(true, |p| p.lines == 0);
+            if empty && !self.stopping.load(Ordering::SeqCst) {
+                std::thread::park();
+            }
+            self.idle.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Where the log layer writes: each write is one line, queued.
+#[derive(Debug, Clone)]
+pub struct LogWriter(Arc<Queue>);
+
+impl Write for LogWriter {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        self.0.push(line);
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Writes out what is queued when dropped, waiting at most about a second: keep it until the
+/// process ends.
+#[derive(Debug)]
+pub struct Flushed {
+    queue: Arc<Queue>,
+    done: mpsc::Receiver<()>,
+}
+
+impl Drop for Flushed {
+    fn drop(&mut self) {
+        self.queue.stopping.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.queue.thread.get() {
+            thread.unpark();
+        }
+        let _ = self.done.recv_timeout(LAST_WRITE);
+    }
+}
 
 /// A writer to `out` through a queue of `EDGEGATE_LOG_QUEUE` lines (default
-/// [`DEFAULT_QUEUE_LINES`]), and the guard that writes out what is queued when dropped:
-/// keep it until the process ends.
-pub fn non_blocking<W: Write + Send + 'static>(
-    out: W,
-) -> Result<(NonBlocking, WorkerGuard), BadQueue> {
-    let lines = match std::env::var(QUEUE_VAR) {
-        Ok(text) => text.parse().ok().filter(|&n: &usize| n > 0).ok_or(BadQueue(text))?,
+/// [`DEFAULT_QUEUE_LINES`]), and the guard that writes out what is queued when dropped.
+pub fn non_blocking<W: Write + Send + 'static>(out: W) -> Result<(LogWriter, Flushed), BadQueue> {
+    let limit = match std::env::var(QUEUE_VAR) {
+        Ok(text) => text.parse().ok().filter(|&n: &usize| n > 0).ok_or(BadQueue::Size(text))?,
         Err(_) => DEFAULT_QUEUE_LINES,
     };
-    let (writer, guard) = NonBlockingBuilder::default()
-        .lossy(true)
-        .buffered_lines_limit(lines)
-        .thread_name("edgegate-log")
-        .finish(BufWriter::with_capacity(BATCH_BYTES, out));
-    let _ = DROPPED.set(writer.error_counter());
-    Ok((writer, guard))
+    let queue = Arc::new(Queue {
+        pending: Mutex::new(Pending::default()),
+        limit,
+        dropped: AtomicU64::new(0),
+        idle: AtomicBool::new(false),
+        stopping: AtomicBool::new(false),
+        thread: OnceLock::new(),
+    });
+    let (finished, done) = mpsc::channel();
+    let writing = queue.clone();
+    std::thread::Builder::new().name("edgegate-log".into()).spawn(move || {
+        // Before it can first sleep: whoever queues a line then can wake it.
+        let _ = writing.thread.set(std::thread::current());
+        writing.run(out);
+        let _ = finished.send(());
+    })?;
+    let _ = QUEUE.set(queue.clone());
+    Ok((LogWriter(queue.clone()), Flushed { queue, done }))
 }
 
 /// Lines dropped so far because the queue was full.
 pub fn dropped_lines() -> u64 {
-    DROPPED.get().map_or(0, |counter| counter.dropped_lines() as u64)
+    QUEUE.get().map_or(0, |queue| queue.dropped.load(Ordering::Relaxed))
 }
 
 /// Warns, at most every 5 seconds, how many lines were dropped since the last warning (a line
