@@ -150,7 +150,8 @@ impl Gateway {
         let started = Instant::now();
         let _in_flight = Raised::new(&self.gauges.in_flight);
         // A request that is not sampled has no spans at all (see `observe::trace`).
-        let span = if !crate::observe::trace::sampled(request.headers(), id) {
+        let client = crate::observe::trace::client(request.headers());
+        let span = if !crate::observe::trace::sampled(client.as_ref(), id) {
             tracing::Span::none()
         } else {
             tracing::info_span!(
@@ -166,7 +167,7 @@ impl Gateway {
                 http.response.status_code = Empty,
             )
         };
-        let trace_id = crate::observe::trace::continue_from(request.headers(), &span);
+        let trace_id = crate::observe::trace::continue_from(client, &span);
         let method = request.method().clone();
         let uri = request.uri().clone();
         let mut logged = Logged::default();

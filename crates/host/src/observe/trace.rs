@@ -53,21 +53,26 @@ pub fn export_spans(ratio: f64) {
     NEW_TRACE_RATIO.store(ratio.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
 }
 
-/// Whether request `id` gets spans: never while nothing exports them; as the client's
-/// `traceparent` says when it sends a valid one (parent-based, as OpenTelemetry's SDKs
-/// sample); else the set share of requests, chosen by a hash of the id.
-pub(crate) fn sampled(headers: &HeaderMap, id: RequestId) -> bool {
+/// The trace context of the client's `traceparent`, if it sent one: read once per request,
+/// for [`sampled`] and [`continue_from`].
+pub(crate) fn client(headers: &HeaderMap) -> Option<opentelemetry::Context> {
+    headers
+        .contains_key(TRACEPARENT)
+        .then(|| opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(headers))))
+}
+
+/// Whether request `id` gets spans: never while nothing exports them; as the `client`'s
+/// trace context says when it is valid (parent-based, as OpenTelemetry's SDKs sample); else
+/// the set share of requests, chosen by a hash of the id.
+pub(crate) fn sampled(client: Option<&opentelemetry::Context>, id: RequestId) -> bool {
     let ratio = f64::from_bits(NEW_TRACE_RATIO.load(Ordering::Relaxed));
     if ratio < 0.0 {
         return false;
     }
-    if headers.contains_key(TRACEPARENT) {
-        let parent =
-            opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(headers)));
-        let client = parent.span().span_context().clone();
-        if client.is_valid() {
-            return client.is_sampled();
-        }
+    if let Some(client) = client.map(|cx| cx.span().span_context().clone())
+        && client.is_valid()
+    {
+        return client.is_sampled();
     }
     // splitmix64: consecutive ids spread evenly over [0, 1).
     let mut z = id.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -79,12 +84,15 @@ pub(crate) fn sampled(headers: &HeaderMap, id: RequestId) -> bool {
 
 /// Makes `span` a child of the trace the client's headers carry, if any; returns the trace id
 /// to log: the span's when spans are exported, else the client's.
-pub(crate) fn continue_from(headers: &HeaderMap, span: &tracing::Span) -> Option<String> {
+pub(crate) fn continue_from(
+    client: Option<opentelemetry::Context>,
+    span: &tracing::Span,
+) -> Option<String> {
     // The common case, no exporter and no client trace, skips the propagator.
-    if span.is_disabled() && !headers.contains_key(TRACEPARENT) {
+    if span.is_disabled() && client.is_none() {
         return None;
     }
-    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(headers)));
+    let parent = client.unwrap_or_else(opentelemetry::Context::current);
     let client = parent.span().span_context().clone();
     // Without an OpenTelemetry layer this does nothing.
     let _ = span.set_parent(parent);
@@ -117,7 +125,7 @@ mod tests {
         opentelemetry::global::set_text_map_propagator(
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
-        let client = |flags: &str| {
+        let from = |flags: &str| {
             let mut headers = HeaderMap::new();
             let value = format!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-{flags}");
             headers.insert(TRACEPARENT, HeaderValue::from_str(&value).unwrap());
@@ -125,14 +133,16 @@ mod tests {
         };
         let none = HeaderMap::new();
         let share = |headers: &HeaderMap| {
-            (0..10_000u64).filter(|&n| sampled(headers, RequestId(n.wrapping_mul(7) + 3))).count()
+            let client = client(headers);
+            let ids = (0..10_000u64).map(|n| RequestId(n.wrapping_mul(7) + 3));
+            ids.filter(|&id| sampled(client.as_ref(), id)).count()
         };
-        assert_eq!(share(&client("01")), 0, "no exporter, no spans");
+        assert_eq!(share(&from("01")), 0, "no exporter, no spans");
         export_spans(0.01);
         let roots = share(&none);
         assert!((60..=140).contains(&roots), "about 1 % of 10 000: {roots}");
-        assert_eq!(share(&client("01")), 10_000, "a sampled client trace is followed");
-        assert_eq!(share(&client("00")), 0, "an unsampled one too");
+        assert_eq!(share(&from("01")), 10_000, "a sampled client trace is followed");
+        assert_eq!(share(&from("00")), 0, "an unsampled one too");
         let mut broken = HeaderMap::new();
         broken.insert(TRACEPARENT, HeaderValue::from_static("00-zz-00f067aa0ba902b7-01"));
         assert_eq!(share(&broken), roots, "an invalid traceparent starts a new trace");
