@@ -11,6 +11,16 @@ pub const NO_KID: u32 = u32::MAX;
 /// are UUIDs, thumbprints or short names).
 pub const MAX_KID_LEN: usize = 256;
 
+/// The highest result of [`crate::imports::JWT_CLAIMS`] that means "the token is refused":
+/// refusal number `n` (1 or more) is returned as `REFUSED - n`. The numbers are the guest
+/// SDK's, stable like every code of ABI v1.
+pub const REFUSED: i32 = -1000;
+
+/// The refusal number a [`crate::imports::JWT_CLAIMS`] result carries, if it is a refusal.
+pub const fn refused(result: i32) -> Option<u32> {
+    if result < REFUSED { Some(REFUSED.abs_diff(result)) } else { None }
+}
+
 /// A JWS signature algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
@@ -101,5 +111,14 @@ mod tests {
         for name in ["none", "None", "hs256", "HS256 ", "RS384", "ES512", "PS384", ""] {
             assert_eq!(Alg::from_name(name), None, "{name:?}");
         }
+    }
+
+    #[test]
+    fn only_results_below_refused_are_refusals() {
+        assert_eq!(refused(REFUSED - 1), Some(1));
+        assert_eq!(refused(REFUSED - 22), Some(22));
+        assert_eq!(refused(REFUSED), None);
+        assert_eq!(refused(crate::HostError::NotGranted.code()), None);
+        assert_eq!(refused(17), None);
     }
 }

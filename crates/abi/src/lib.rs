@@ -163,6 +163,22 @@ pub mod imports {
     /// stale), [`crate::HostError::LimitExceeded`] (a kid or input over its cap) or
     /// [`crate::HostError::InvalidArgument`].
     pub const JWS_VERIFY: &str = "jws_verify";
+    /// `jwt_claims(names_ptr: i32, names_len: i32, out_ptr: i32, out_cap: i32) -> i32`: the
+    /// host verifies the request's `Authorization: Bearer` token itself, whole: its shape, its
+    /// signature against the worker's key set, and its claims against the worker's policy
+    /// (the `jwt.*` keys of its configuration). The worker still decides what to do with it.
+    ///
+    /// `names` is a list in the [`crate::kv`] item encoding: the claims the guest wants back
+    /// (none: every claim). The answer is the token's [`crate::jws::Alg`] code as one byte,
+    /// then a JSON object of the named claims the token has, each value as signed. Returns the
+    /// answer's length `n`; it is written to `out` only when `n <= out_cap`, and kept for the
+    /// same call again otherwise, as [`KV_GET`] does.
+    ///
+    /// A token the policy refuses is [`crate::jws::REFUSED`] minus the refusal's number (see
+    /// [`crate::jws::refused`]); [`crate::HostError::NotGranted`] when the worker has no keys,
+    /// [`crate::HostError::Unavailable`] when they cannot be consulted now, and
+    /// [`crate::HostError::InvalidArgument`] for a `names` list that does not decode.
+    pub const JWT_CLAIMS: &str = "jwt_claims";
 
     /// `kv_get(ns_ptr: i32, ns_len: i32, key_ptr: i32, key_len: i32, out_ptr: i32,
     /// out_cap: i32) -> i32`: reads `key` from the namespace `ns`. Returns the value's length
@@ -275,6 +291,7 @@ pub mod imports {
         CONFIG_ALL,
         CLOCK_WALL,
         JWS_VERIFY,
+        JWT_CLAIMS,
         KV_GET,
         KV_GET_BATCH,
         KV_PUT,

@@ -140,6 +140,8 @@ pub(crate) struct WorkerShared {
     /// `config`, encoded once for `config_all`.
     pub(crate) config_block: Vec<u8>,
     pub(crate) keys: Option<Keys>,
+    /// The policy `jwt_claims` checks tokens against: the `jwt.*` keys of `config`, read once.
+    pub(crate) jwt: edgegate_sdk::jwt::Validation,
     /// The KV namespaces the worker is granted.
     pub(crate) kv: Vec<edgegate_kv::Namespace>,
     /// How it makes outbound requests; `None`: it may make none.

@@ -57,6 +57,7 @@ mod prune;
 mod request;
 mod resident;
 mod source;
+pub mod token;
 pub mod units;
 mod worker;
 

@@ -113,6 +113,7 @@ impl KeptCall {
     pub(crate) const GET_BATCH: u8 = 2;
     pub(crate) const LIST: u8 = 3;
     pub(crate) const FETCH: u8 = 4;
+    pub(crate) const CLAIMS: u8 = 5;
 
     pub(crate) fn new(kind: u8, ns: &str, input: &[u8]) -> Self {
         Self { kind, ns: ns.as_bytes().to_vec(), input: input.to_vec() }

@@ -191,12 +191,17 @@ impl Worker {
             spec.config.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),
         );
         let cpu_ticks = cpu_ticks(spec.limits.cpu, runtime.config().epoch_tick);
+        let table = edgegate_sdk::host::Config::from_pairs(
+            spec.config.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let jwt = edgegate_sdk::jwt::Validation::from_table(&table);
         let shared = Arc::new(WorkerShared {
             name: spec.name.to_owned(),
             limits: spec.limits,
             config: spec.config,
             config_block,
             keys: spec.keys,
+            jwt,
             kv: spec.kv,
             fetcher: spec.fetcher,
             image: spec.image.map(|grant| {

@@ -19,6 +19,7 @@ mod imp {
         fn config_get(key_ptr: *const u8, key_len: usize, out_ptr: *mut u8, out_cap: usize) -> i32;
         fn config_all(out_ptr: *mut u8, out_cap: usize) -> i32;
         fn clock_wall() -> i64;
+        fn jwt_claims(names: *const u8, names_len: usize, out: *mut u8, cap: usize) -> i32;
         fn jws_verify(
             alg: i32,
             kid_ptr: *const u8,
@@ -230,6 +231,11 @@ mod imp {
         unsafe { fetch_wait(handle, out.as_mut_ptr(), out.len()) }
     }
 
+    pub fn verified_claims(names: &[u8], out: &mut [u8]) -> i32 {
+        // SAFETY: the host reads `names` and writes at most `out.len()` bytes into `out`.
+        unsafe { jwt_claims(names.as_ptr(), names.len(), out.as_mut_ptr(), out.len()) }
+    }
+
     pub fn verify_jws(alg: i32, kid: Option<&[u8]>, input: &[u8], signature: &[u8]) -> i32 {
         let (kid_ptr, kid_len) = match kid {
             Some(kid) => (kid.as_ptr(), kid.len()),
@@ -336,6 +342,10 @@ mod imp {
 
     pub fn verify_jws(_alg: i32, _kid: Option<&[u8]>, _input: &[u8], _signature: &[u8]) -> i32 {
         HostError::Unavailable.code()
+    }
+
+    pub fn verified_claims(_names: &[u8], _out: &mut [u8]) -> i32 {
+        HostError::NotGranted.code()
     }
 }
 

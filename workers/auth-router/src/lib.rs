@@ -17,6 +17,7 @@
 //! | `claim_headers` | none | `claim:header` pairs, comma-separated: each claim is sent upstream in that header (and a client's own header of that name is removed) |
 //! | `forward_authorization` | `false` | whether the `Authorization` header goes upstream too |
 //! | `dry_run` | `false` | answer 200 with the decision as JSON instead of forwarding: `{"upstream":"service-a","set":{"x-jwt-sub":"ada"}}` (the benchmark lab's auth-check workload; a way to see what a token would do) |
+//! | `verify_in` | `guest` | `guest`: the token is taken apart and its claims checked in the guest, the host checking only the signature (`jwt::verify` with `HostKeys`); `host`: one host call (`jwt::verify_in_host`) verifies the whole token and answers only the claims this worker reads. Both cost the same today (see `docs/auth.md`) |
 //!
 //! The token policy (issuer, audiences, leeway, required claims, size cap) and the keys come
 //! from the gateway's `[workers.NAME.jwt]` table; see `docs/auth.md`.
@@ -52,6 +53,7 @@ struct Settings {
     claim_headers: String,
     forward_authorization: bool,
     dry_run: bool,
+    verify_in_host: bool,
 }
 
 impl Settings {
@@ -61,6 +63,7 @@ impl Settings {
             claim_headers: String::new(),
             forward_authorization: false,
             dry_run: false,
+            verify_in_host: false,
         };
         for (key, value) in config.iter() {
             match key {
@@ -68,6 +71,7 @@ impl Settings {
                 "claim_headers" => settings.claim_headers = value.into(),
                 "forward_authorization" => settings.forward_authorization = value == "true",
                 "dry_run" => settings.dry_run = value == "true",
+                "verify_in" => settings.verify_in_host = value == "host",
                 _ => {}
             }
         }
@@ -84,34 +88,54 @@ impl Settings {
     }
 }
 
-/// Verifies the token against the host's keys (the default) or, with `guest-crypto` or
-/// `guest-hs256`, against a JWK Set in the worker's configuration.
-fn verify(token: &str, validation: &Validation) -> Result<Jwt, jwt::Error> {
-    let now = host::unix_time();
+/// The request's token, verified where the settings say:
+///
+/// * by default, in the guest, the host checking only the signature;
+/// * with `verify_in = "host"`, by the host in one call, which answers only the claims this
+///   worker reads (`wanted`);
+/// * with the `guest-crypto` or `guest-hs256` feature, in the guest against a JWK Set in the
+///   worker's configuration.
+fn verify(
+    req: &Request,
+    config: &host::Config,
+    settings: &Settings,
+    wanted: &[(&str, &str)],
+) -> Result<Jwt, jwt::Error> {
+    let token = jwt::bearer_token(req)?;
+    let in_guest = |keys: &dyn jwt::Verifier| {
+        jwt::verify(token, &Validation::from_table(config), keys, host::unix_time())
+    };
     #[cfg(any(feature = "guest-crypto", feature = "guest-hs256"))]
     {
+        let _ = (settings, wanted);
         let keys = jwt::guest::GuestKeys::from_config().map_err(|_| jwt::Error::NotConfigured)?;
-        jwt::verify(token, validation, &keys, now)
+        in_guest(&keys)
     }
     #[cfg(not(any(feature = "guest-crypto", feature = "guest-hs256")))]
-    jwt::verify(token, validation, &jwt::HostKeys, now)
+    if settings.verify_in_host {
+        let claims = wanted.iter().map(|(claim, _)| *claim);
+        let names: Vec<&str> =
+            core::iter::once(settings.route_claim.as_str()).chain(claims).collect();
+        jwt::verify_in_host(&names)
+    } else {
+        in_guest(&jwt::HostKeys)
+    }
 }
 
 /// Verifies, routes and forwards.
 pub fn handle(req: &Request) -> Response {
     // One host call for the whole configuration: the token policy and the worker's settings.
     let config = host::Config::load();
-    let validation = Validation::from_table(&config);
-    let token = match jwt::bearer_token(req).and_then(|token| verify(token, &validation)) {
+    let settings = Settings::from_table(&config);
+    let wanted: Vec<(&str, &str)> = settings.claim_headers().collect();
+    let token = match verify(req, &config, &settings, &wanted) {
         Ok(token) => token,
         Err(e) => {
             host::log_fmt(LogLevel::Info, format_args!("token refused: {}", e.code()));
             return e.response();
         }
     };
-    let settings = Settings::from_table(&config);
     // One pass over the claims for the route claim and every claim header.
-    let wanted: Vec<(&str, &str)> = settings.claim_headers().collect();
     let mut values: Vec<Option<Value<'_>>> = alloc::vec![None; wanted.len()];
     let mut route = None;
     for (key, value) in token.claims().iter() {

@@ -8,20 +8,19 @@
 //!                                   leeway, required claims, size cap)   no rule matches it)
 //! ```
 //!
-//! The check is the SDK's own `verify`, compiled natively, over the same [`KeySet`] the
-//! worker's `jws_verify` reads: a token routes by its claims exactly when the worker would
-//! accept it. A forged or expired token cannot choose a target. The token is verified at most
+//! The check is the runtime's `token::verify`: the SDK's own `verify`, compiled natively, over
+//! the same key set the worker's `jws_verify` and `jwt_claims` read. A token routes by its
+//! claims exactly when the worker would accept it. A forged or expired token cannot choose a target. The token is verified at most
 //! once per request, and only when a rule or the sticky key asks for a claim.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use edgegate_runtime::Keys;
-use edgegate_runtime::keys::{Alg, KeySet, VerifyError};
 use edgegate_sdk::json::{JsonStr, Value};
-use edgegate_sdk::jwt::{self, Jwt, Validation, Verifier};
+use edgegate_sdk::jwt::{self, Jwt, Validation};
 use http::HeaderMap;
 
 use crate::config::JwtConfig;
@@ -80,22 +79,23 @@ impl ClaimSource {
 
     /// The request's token, if it carries one that verifies.
     fn verify(&self, headers: &HeaderMap) -> Option<Jwt> {
-        let (outcome, jwt) = match bearer(headers) {
-            Err(outcome) => (outcome, None),
-            Ok(token) => {
-                let set = self.keys.load();
-                match jwt::verify(token, &self.validation, &HostSet(&set), unix_now()) {
-                    Ok(jwt) => (Outcome::Verified, Some(jwt)),
-                    Err(jwt::Error::KeysUnavailable) => (Outcome::Unavailable, None),
-                    Err(error) => {
-                        tracing::debug!(error = error.code(), "split: the token does not verify");
-                        (Outcome::Invalid, None)
-                    }
-                }
+        let verified = edgegate_runtime::token::verify(
+            headers,
+            &self.keys,
+            &self.validation,
+            SystemTime::now(),
+        );
+        let outcome = match &verified {
+            Ok(_) => Outcome::Verified,
+            Err(jwt::Error::MissingToken) => Outcome::Missing,
+            Err(jwt::Error::KeysUnavailable) => Outcome::Unavailable,
+            Err(error) => {
+                tracing::debug!(error = error.code(), "split: the token does not verify");
+                Outcome::Invalid
             }
         };
         self.outcomes[outcome as usize].increment(1);
-        jwt
+        verified.ok()
     }
 }
 
@@ -140,38 +140,4 @@ impl<'a> Claims<'a> {
 /// A JSON string's text: borrowed, unless it has escapes to decode.
 fn text(s: JsonStr<'_>) -> Cow<'_, str> {
     s.as_str().map_or_else(|| Cow::Owned(s.chars().collect()), Cow::Borrowed)
-}
-
-/// The token of the `Authorization: Bearer <token>` header, by the SDK's rules: none is
-/// missing, two headers or bytes that are not text are invalid.
-fn bearer(headers: &HeaderMap) -> Result<&str, Outcome> {
-    let values = headers.get_all(http::header::AUTHORIZATION).iter().map(|v| v.as_bytes());
-    jwt::bearer_of(values).map_err(|error| match error {
-        jwt::Error::MissingToken => Outcome::Missing,
-        _ => Outcome::Invalid,
-    })
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
-/// A worker's key set as the SDK's [`Verifier`].
-struct HostSet<'a>(&'a KeySet);
-
-impl Verifier for HostSet<'_> {
-    fn verify(
-        &self,
-        alg: Alg,
-        kid: Option<&[u8]>,
-        signing_input: &[u8],
-        signature: &[u8],
-    ) -> Result<(), jwt::Error> {
-        self.0.verify(kid, alg, signing_input, signature).map_err(|error| match error {
-            VerifyError::UnknownKey => jwt::Error::UnknownKid,
-            VerifyError::AlgorithmMismatch => jwt::Error::AlgMismatch,
-            VerifyError::BadSignature => jwt::Error::BadSignature,
-            VerifyError::Unavailable => jwt::Error::KeysUnavailable,
-        })
-    }
 }

@@ -18,6 +18,8 @@ pub struct Setup {
     hostile: Worker,
     echo: Worker,
     router: Worker,
+    router_in_host: Worker,
+    keys: Keys,
     _runtime: Runtime,
 }
 
@@ -111,11 +113,12 @@ impl Setup {
         };
         let hostile = load(&std::fs::read(edgegate_guests::HOSTILE).unwrap(), &[]);
         let echo = load(edgegate_guests::ECHO_JSON, &[]);
-        let router = load(
-            edgegate_guests::AUTH_ROUTER,
-            &[("claim_headers", "sub:x-jwt-sub,scope:x-jwt-scope")],
-        );
-        Self { rt, signers, hostile, echo, router, _runtime: runtime }
+        let router = |verify_in| {
+            let claims = ("claim_headers", "sub:x-jwt-sub,scope:x-jwt-scope");
+            load(edgegate_guests::AUTH_ROUTER, &[claims, ("verify_in", verify_in)])
+        };
+        let (router, router_in_host) = (router("guest"), router("host"));
+        Self { rt, signers, hostile, echo, router, router_in_host, keys, _runtime: runtime }
     }
 
     fn respond(&self, worker: &Worker, request: &GuestRequest) -> (u16, bytes::Bytes) {
@@ -148,6 +151,18 @@ impl Setup {
         move || assert_eq!(self.respond(&self.hostile, &request).0, 200)
     }
 
+    /// `token` verified whole, natively, as `jwt_claims` does it: the bearer header found, the
+    /// SDK's `jwt::verify` over the worker's key set, no guest.
+    pub fn whole_in_host(&self, token: &str) -> impl Fn() + '_ {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let policy = edgegate_sdk::jwt::Validation::default();
+        let now = std::time::SystemTime::now();
+        move || {
+            edgegate_runtime::token::verify(&headers, &self.keys, &policy, now).unwrap();
+        }
+    }
+
     /// echo-json answering a GET with 405 at once: isolation alone.
     pub fn echo_isolation(&self) -> impl Fn() + '_ {
         let request = GuestRequest { uri: "/echo".parse().unwrap(), ..GuestRequest::default() };
@@ -155,14 +170,16 @@ impl Setup {
         move || assert_eq!(self.respond(&self.echo, &request).0, 405)
     }
 
-    /// The whole auth-router request for `token`, to its forward directive.
-    pub fn auth_router(&self, token: &str) -> impl Fn() + '_ {
+    /// The whole auth-router request for `token`, to its forward directive: the token taken
+    /// apart in the guest with only the signature checked by the host (auth-router's default)
+    /// or, `in_host`, verified whole by the host's `jwt_claims`.
+    pub fn auth_router(&self, token: &str, in_host: bool) -> impl Fn() + '_ {
+        let router = if in_host { &self.router_in_host } else { &self.router };
         let mut request =
             GuestRequest { uri: "/auth/orders".parse().unwrap(), ..GuestRequest::default() };
         request.headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
         request.headers.insert("host", "api.example".parse().unwrap());
-        let run = move || match self.rt.block_on(self.router.handle(request.clone(), RequestId(1)))
-        {
+        let run = move || match self.rt.block_on(router.handle(request.clone(), RequestId(1))) {
             Ok(GuestOutcome::Forward(f)) => assert_eq!(f.upstream, "service-a"),
             other => panic!("{other:?}"),
         };

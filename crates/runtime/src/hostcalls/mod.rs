@@ -10,6 +10,7 @@ mod config;
 mod fetch;
 mod image;
 mod jws;
+mod jwt;
 mod kv;
 mod log;
 mod random;
@@ -77,6 +78,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> 
     linker.func_wrap(IMPORT_MODULE, imports::CONFIG_ALL, config::config_all)?;
     linker.func_wrap(IMPORT_MODULE, imports::CLOCK_WALL, clock::clock_wall)?;
     linker.func_wrap(IMPORT_MODULE, imports::JWS_VERIFY, jws::jws_verify)?;
+    linker.func_wrap(IMPORT_MODULE, imports::JWT_CLAIMS, jwt::jwt_claims)?;
     linker.func_wrap_async(IMPORT_MODULE, imports::KV_GET, kv::kv_get)?;
     linker.func_wrap_async(IMPORT_MODULE, imports::KV_GET_BATCH, kv::kv_get_batch)?;
     linker.func_wrap_async(IMPORT_MODULE, imports::KV_PUT, kv::kv_put)?;

@@ -1,5 +1,6 @@
-//! The auth-router worker through the real runtime: tokens taken apart in the guest, their
-//! signatures checked by `jws_verify` with the host's `ring`, routed, forwarded.
+//! The auth-router worker through the real runtime, both ways it verifies tokens: whole in the
+//! host (`jwt_claims`), and taken apart in the guest with signatures checked by `jws_verify`
+//! with the host's `ring`. Every case runs both, and both must answer alike.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -12,24 +13,35 @@ use crate::keys::{Key, KeySet};
 /// The claim headers the tests ask for.
 const CLAIM_HEADERS: &str = "sub:x-jwt-sub,scope:x-jwt-scope";
 
-fn auth_router(runtime: &Runtime, keys: Option<Keys>, config: &[(&str, &str)]) -> Worker {
-    let mut map: BTreeMap<String, String> = [("claim_headers", CLAIM_HEADERS)]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    map.extend(config.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    runtime
-        .load(WorkerSpec {
-            name: "auth",
-            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::AUTH_ROUTER)),
-            limits: Limits::default(),
-            config: map,
-            keys,
-            kv: Vec::new(),
-            fetcher: None,
-            image: None,
-        })
-        .unwrap()
+/// auth-router loaded twice: verifying tokens in the guest (its default; the host checks only
+/// signatures) and in the host (`verify_in = "host"`, through `jwt_claims`).
+struct Paths {
+    host: Worker,
+    guest: Worker,
+}
+
+fn auth_router(runtime: &Runtime, keys: Option<Keys>, config: &[(&str, &str)]) -> Paths {
+    let load = |verify_in: &str| {
+        let mut map: BTreeMap<String, String> =
+            [("claim_headers", CLAIM_HEADERS), ("verify_in", verify_in)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        map.extend(config.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        runtime
+            .load(WorkerSpec {
+                name: "auth",
+                source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::AUTH_ROUTER)),
+                limits: Limits::default(),
+                config: map,
+                keys: keys.clone(),
+                kv: Vec::new(),
+                fetcher: None,
+                image: None,
+            })
+            .unwrap()
+    };
+    Paths { host: load("host"), guest: load("guest") }
 }
 
 /// Keys for every signer, each under its algorithm's name as kid.
@@ -47,8 +59,19 @@ fn with_token(token: &str) -> GuestRequest {
     request
 }
 
-/// What the worker answered: a forward (upstream, edits) or a response (status, body).
-async fn outcome(worker: &Worker, request: GuestRequest) -> Result<Forward, (u16, String)> {
+/// What the worker answered: a forward (upstream, edits) or a response (status, body). Both
+/// paths must answer alike, or the test fails.
+async fn outcome(paths: &Paths, request: GuestRequest) -> Result<Forward, (u16, String)> {
+    let host = one_outcome(&paths.host, request.clone()).await;
+    let guest = one_outcome(&paths.guest, request).await;
+    let decision = |o: &Result<Forward, (u16, String)>| {
+        o.as_ref().map(|f| (f.upstream.clone(), f.edits.clone())).map_err(Clone::clone)
+    };
+    assert_eq!(decision(&host), decision(&guest), "the host's and the guest's verification differ");
+    host
+}
+
+async fn one_outcome(worker: &Worker, request: GuestRequest) -> Result<Forward, (u16, String)> {
     match worker.handle(request, RequestId(1)).await {
         Ok(GuestOutcome::Forward(forward)) => Ok(forward),
         Ok(GuestOutcome::Response(r)) => {
@@ -119,6 +142,8 @@ async fn refusals_are_401_with_their_code() {
     tampered.truncate(tampered.len() - 2);
     tampered.push_str("AA");
     let expired = hs.token(Some("HS256"), &json!({"aud": "service-a", "exp": now() - 3600}));
+    let exp = format!(r#"{{"aud":"service-a","exp":{}}}"#, now() + 60);
+    let dup_aud = format!(r#"{{"aud":"service-a","aud":"service-b","exp":{}}}"#, now() + 60);
     for (token, code) in [
         (es.token(Some("EdDSA"), &good_claims()), "alg_mismatch"),
         (es.token(Some("ES384"), &good_claims()), "unknown_kid"),
@@ -126,6 +151,18 @@ async fn refusals_are_401_with_their_code() {
         (tampered, "bad_signature"),
         (expired, "token_expired"),
         (ed.raw_token(r#"{"alg":"none"}"#, r#"{"aud":"service-a"}"#), "alg_none"),
+        (ed.raw_token(r#"{"alg":"None","kid":"EdDSA"}"#, &exp), "alg_none"),
+        (hs.raw_token(r#"{"alg":"HS256","kid":"ES256"}"#, &exp), "alg_mismatch"),
+        (hs.raw_token(r#"{"alg":"HS256","kid":"../HS256"}"#, &exp), "unknown_kid"),
+        (
+            hs.raw_token(&format!(r#"{{"alg":"HS256","kid":"{}"}}"#, "k".repeat(300)), &exp),
+            "unknown_kid",
+        ),
+        (hs.raw_token(r#"{"alg":"HS256","kid":"HS256","kid":"ES256"}"#, &exp), "duplicate_key"),
+        (hs.raw_token(r#"{"alg":"HS256","kid":"HS256"}"#, &dup_aud), "duplicate_key"),
+        (hs.raw_token(r#"{"alg":"HS256","kid":"HS256","jwk":{}}"#, &exp), "embedded_key"),
+        (hs.raw_token(r#"{"alg":"HS256","kid":"HS256","crit":["x"]}"#, &exp), "crit_unsupported"),
+        (format!("{}.", hs.token(Some("HS256"), &good_claims())), "malformed_token"),
     ] {
         let (status, body) = outcome(&worker, with_token(&token)).await.unwrap_err();
         assert_eq!((status, body), (401, format!(r#"{{"error":"{code}"}}"#)));
@@ -282,4 +319,38 @@ async fn authorization_is_forwarded_only_when_configured() {
         !forward.edits.iter().any(|e| matches!(e, HeaderEdit::Remove(n) if n == "authorization"))
     );
     assert!(forward.request.headers.contains_key("authorization"), "the request still carries it");
+}
+
+#[tokio::test]
+async fn hostile_arguments_to_jwt_claims_get_error_codes() {
+    let worker = runtime()
+        .load(WorkerSpec {
+            name: "hostile",
+            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(
+                &std::fs::read(guests::HOSTILE).unwrap(),
+            )),
+            limits: Limits::default(),
+            config: BTreeMap::new(),
+            keys: Some(all_keys()),
+            kv: Vec::new(),
+            fetcher: None,
+            image: None,
+        })
+        .unwrap();
+    let claims = json!({"sub": "ada", "aud": "service-a", "exp": now() + 60});
+    let token = Signer::hs256().token(Some("HS256"), &claims);
+    let answer = r#"{"sub":"ada"}"#;
+    let len = answer.len() + 1;
+    let mut request = get("/claims-abuse");
+    request.headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let r = response(&worker, request).await;
+    // InvalidArgument, LimitExceeded, InvalidArgument twice, InvalidArgument; then the
+    // answer's length into 1 byte (kept), and the kept answer itself.
+    assert_eq!(r.body(), &format!("-2 -3 -2 -2 -2 {len} {len} {answer}")[..]);
+    // No token is the SDK's `missing_token` refusal, numbered from the ABI's base.
+    let missing =
+        edgegate_abi::jws::REFUSED - edgegate_sdk::jwt::Error::MissingToken.number() as i32;
+    let r = response(&worker, get("/claims-abuse")).await;
+    assert_eq!(r.body(), &format!("-2 -3 -2 -2 {missing} {missing} {missing} ")[..]);
+    still_serves(&worker).await;
 }

@@ -43,6 +43,7 @@ mod b64;
     feature = "guest-ed25519"
 ))]
 pub mod guest;
+mod in_host;
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -51,6 +52,7 @@ use core::ops::Range;
 use crate::json::{self, JsonError, JsonStr, Object, Value};
 use edgegate_abi::HostError;
 pub use edgegate_abi::jws::{Alg, MAX_KID_LEN};
+pub use in_host::verify_in_host;
 
 use crate::{ErrorCode, Request, Response};
 
@@ -115,6 +117,43 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every refusal, in the order of its number in the ABI ([`Error::number`]). New ones are
+    /// added at the end; none moves.
+    pub const ALL: [Self; 21] = [
+        Self::MissingToken,
+        Self::TokenTooLarge,
+        Self::Malformed,
+        Self::BadBase64,
+        Self::DuplicateKey,
+        Self::AlgNone,
+        Self::AlgUnsupported,
+        Self::AlgMismatch,
+        Self::CritUnsupported,
+        Self::EmbeddedKey,
+        Self::UnknownKid,
+        Self::BadSignature,
+        Self::Expired,
+        Self::NotYetValid,
+        Self::IssuedInFuture,
+        Self::BadIssuer,
+        Self::BadAudience,
+        Self::MissingClaim,
+        Self::BadClaimType,
+        Self::KeysUnavailable,
+        Self::NotConfigured,
+    ];
+
+    /// The refusal's number when the host verifies the token (`jwt_claims` returns
+    /// `edgegate_abi::jws::REFUSED - number`): its place in [`Error::ALL`], from 1.
+    pub fn number(self) -> u32 {
+        Self::ALL.iter().position(|e| *e == self).map_or(0, |i| i as u32 + 1)
+    }
+
+    /// The refusal numbered `number`, if there is one.
+    pub fn from_number(number: u32) -> Option<Self> {
+        Self::ALL.get(number.checked_sub(1)? as usize).copied()
+    }
+
     /// The short stable code sent to the client and used in logs.
     pub const fn code(self) -> &'static str {
         match self {
@@ -213,14 +252,20 @@ impl Verifier for HostKeys {
                 Some(HostError::NotFound | HostError::LimitExceeded) => Error::UnknownKid,
                 Some(HostError::AlgorithmMismatch) => Error::AlgMismatch,
                 Some(HostError::BadSignature) => Error::BadSignature,
-                Some(HostError::NotGranted) => Error::NotConfigured,
-                Some(HostError::Unavailable | HostError::Timeout) => Error::KeysUnavailable,
-                Some(
-                    HostError::InvalidArgument | HostError::NotAnInteger | HostError::InvalidImage,
-                )
-                | None => Error::Malformed,
+                Some(error) => host_refusal(error),
+                None => Error::Malformed,
             }),
         }
+    }
+}
+
+/// What a host call's error means for the token: the worker has no keys (the operator's
+/// mistake), they cannot be read now, or the call itself was wrong.
+fn host_refusal(error: HostError) -> Error {
+    match error {
+        HostError::NotGranted => Error::NotConfigured,
+        HostError::Unavailable | HostError::Timeout => Error::KeysUnavailable,
+        _ => Error::Malformed,
     }
 }
 
@@ -437,11 +482,25 @@ pub fn verify<V: Verifier + ?Sized>(
     keys: &V,
     now: i64,
 ) -> Result<Jwt, Error> {
+    verify_each(token, validation, keys, now, &mut |_, _| {})
+}
+
+/// [`verify`], showing `each` every claim as the claims are parsed, before they are checked:
+/// for a caller that reads them as they pass, rather than looking each up afterwards. What
+/// `each` saw means nothing unless this returns `Ok`.
+pub fn verify_each<V: Verifier + ?Sized>(
+    token: &str,
+    validation: &Validation,
+    keys: &V,
+    now: i64,
+    each: &mut dyn FnMut(JsonStr<'_>, Value<'_>),
+) -> Result<Jwt, Error> {
     let jws = verify_jws(token, validation.max_token_len, keys)?;
     let claims = String::from_utf8(jws.payload).map_err(|_| Error::Malformed)?;
     let mut registered = Registered::default();
     let object = json::parse_object(&claims, &mut |k, v| {
         registered.visit(k, v);
+        each(k, v);
         Ok::<(), Error>(())
     })?;
     check_claims(object, &registered, validation, now)?;

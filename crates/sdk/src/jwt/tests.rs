@@ -551,3 +551,14 @@ mod vectors {
         }
     }
 }
+
+#[test]
+fn every_refusal_has_its_own_number_and_code() {
+    let mut codes = alloc::collections::BTreeSet::new();
+    for (i, error) in Error::ALL.into_iter().enumerate() {
+        assert_eq!(error.number(), i as u32 + 1);
+        assert_eq!(Error::from_number(error.number()), Some(error));
+        assert!(codes.insert(error.code()), "{error:?} shares its code");
+    }
+    assert_eq!((Error::from_number(0), Error::from_number(22)), (None, None));
+}

@@ -22,6 +22,7 @@
 //! | `/random` | answers 16 random bytes from the host, hex encoded |
 //! | `/verify` | checks the body as a compact JWS with the host's keys: 200 `verified` or 401 and the code |
 //! | `/jws-abuse` | calls `jws_verify` with out-of-bounds pointers, an over-long kid and an unknown algorithm; answers the codes |
+//! | `/claims-abuse` | calls `jwt_claims` with out-of-bounds and over-long name lists, lists that do not decode, an answer buffer past the end, then a 1-byte buffer and a right-sized one; answers the codes, then the answer's JSON |
 //! | `/kv?op=OP&ns=NS&key=K&n=N&delta=D&ttl=MS` | one KV call (`get`, `put` of the body or of N bytes, `incr`, `delete`, `list` with the key as prefix, `batch`: N puts in one call then a get of them all, `many`: N single gets into one buffer); 200 and the result, or 500 and the error code's name |
 //! | `/kv-abuse` | calls the KV hostcalls with out-of-bounds pointers and a negative TTL; answers the codes |
 //! | `/fetch?url=U&n=N` | starts N fetches of U (default 1) at once, waits for each; 200 and `status body` per line, or 500 and the error code's name |
@@ -136,6 +137,11 @@ pub fn handle(req: &Request) -> Response {
             let codes = jws_abuse();
             let text = alloc::format!("{} {} {} {}", codes[0], codes[1], codes[2], codes[3]);
             Response::text(200, &text)
+        }
+        "claims-abuse" => {
+            let (codes, json) = claims_abuse();
+            let codes = codes.map(|c| alloc::format!("{c}")).join(" ");
+            Response::text(200, &alloc::format!("{codes} {json}"))
         }
         "kv" => kv_op(req),
         "kv-abuse" => {
@@ -361,6 +367,46 @@ fn jws_abuse() -> [i32; 4] {
 #[cfg(not(target_arch = "wasm32"))]
 fn jws_abuse() -> [i32; 4] {
     [0; 4]
+}
+
+/// `jwt_claims` with arguments a well-behaved guest never passes, then asked for `sub` into
+/// a 1-byte buffer and again into one of the size the host said: the codes, and the answer
+/// after its algorithm byte.
+#[cfg(target_arch = "wasm32")]
+fn claims_abuse() -> ([i32; 7], alloc::string::String) {
+    #[link(wasm_import_module = "edgegate_v1")]
+    unsafe extern "C" {
+        fn jwt_claims(names: u32, names_len: u32, out: u32, cap: u32) -> i32;
+    }
+    let far = u32::MAX - 8;
+    let missing = u32::MAX.to_le_bytes();
+    let truncated = [5u8, 0, 0, 0, b'a'];
+    let sub = [3u8, 0, 0, 0, b's', b'u', b'b'];
+    let ptr = |bytes: &[u8]| bytes.as_ptr() as u32;
+    let mut small = [0u8; 1];
+    let mut out = vec![0u8; 256];
+    // SAFETY: the host reads guest memory only through bounds-checked slices; the far
+    // pointers are out of bounds on purpose, and nothing here touches them. The buffers
+    // passed for writing are valid for the capacities given.
+    let codes = unsafe {
+        [
+            jwt_claims(far, 100, 0, 0),           // names past the end
+            jwt_claims(0, 100_000, 0, 0),         // names past their cap
+            jwt_claims(ptr(&missing), 4, 0, 0),   // an absent name
+            jwt_claims(ptr(&truncated), 5, 0, 0), // a list that does not decode
+            jwt_claims(ptr(&sub), 7, far, 64),    // the answer past the end
+            jwt_claims(ptr(&sub), 7, small.as_mut_ptr() as u32, 1), // too small: kept
+            jwt_claims(ptr(&sub), 7, out.as_mut_ptr() as u32, out.len() as u32),
+        ]
+    };
+    let len = usize::try_from(codes[6]).unwrap_or(0).min(out.len());
+    let json = core::str::from_utf8(out.get(1..len).unwrap_or_default()).unwrap_or("?");
+    (codes, json.into())
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn claims_abuse() -> ([i32; 7], alloc::string::String) {
+    ([0; 7], alloc::string::String::new())
 }
 
 #[cfg(target_arch = "wasm32")]
