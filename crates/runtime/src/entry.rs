@@ -27,8 +27,9 @@ pub(crate) struct Code {
 
 /// How a request enters a worker.
 pub(crate) enum Entry {
-    /// A core module's `edgegate_v1_handle`.
-    Core { pre: InstancePre<RequestState>, handle: ModuleExport, memory: ModuleExport },
+    /// A core module's `edgegate_v1_handle`. `waits`: whether it imports a host function
+    /// that may wait (`crate::hostcalls::ASYNC`), so that its calls need a fiber.
+    Core { pre: InstancePre<RequestState>, handle: ModuleExport, memory: ModuleExport, waits: bool },
     /// A component's `wasi:http/incoming-handler`.
     Component(ProxyPre<ComponentState>),
 }
@@ -76,7 +77,8 @@ fn core_entry(
     let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
     let handle = export(EXPORT_HANDLE)?;
     let memory = export(EXPORT_MEMORY)?;
-    Ok((Entry::Core { pre, handle, memory }, info))
+    let waits = module.imports().any(|i| crate::hostcalls::ASYNC.contains(&i.name()));
+    Ok((Entry::Core { pre, handle, memory, waits }, info))
 }
 
 /// Checks the exports against ABI v1.

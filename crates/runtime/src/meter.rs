@@ -66,10 +66,24 @@ pub(crate) struct Meter {
     memory: u64,
     /// Bytes the host holds for the guest (a component's resources), last counted.
     pub(crate) held: u64,
+    /// Whether the guest runs on a fiber, so that a tick can yield it to other tasks.
+    yields: bool,
 }
 
 impl Meter {
+    /// A meter for a guest on a fiber: each tick that does not stop it yields it.
     pub(crate) fn new(deadline: Instant, shape: Shape, memory_limit: u64) -> Self {
+        Self::with_yields(deadline, shape, memory_limit, true)
+    }
+
+    /// A meter that yields the guest at ticks only if `yields` (it runs on a fiber); a guest
+    /// called without one is let run until it ends or a limit stops it.
+    pub(crate) fn with_yields(
+        deadline: Instant,
+        shape: Shape,
+        memory_limit: u64,
+        yields: bool,
+    ) -> Self {
         Self {
             stop: None,
             memory_refused: false,
@@ -80,6 +94,7 @@ impl Meter {
             memory_limit,
             memory: 0,
             held: 0,
+            yields,
         }
     }
 
@@ -95,7 +110,7 @@ impl Meter {
 
     /// At an epoch tick while the guest runs: interrupt it past its deadline or its CPU
     /// budget (`offloaded`: CPU its host work spent on other threads), else let other tasks
-    /// run and check again next tick.
+    /// run (on a fiber) and check again next tick.
     pub(crate) fn tick(
         &mut self,
         limits: &Limits,
@@ -117,7 +132,7 @@ impl Meter {
             self.stop = Some(Stop::Cpu);
             return UpdateDeadline::Interrupt;
         }
-        UpdateDeadline::Yield(1)
+        if self.yields { UpdateDeadline::Yield(1) } else { UpdateDeadline::Continue(1) }
     }
 
     /// Counts one call into the host; past `budget`, records the stop and returns the trap

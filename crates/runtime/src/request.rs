@@ -151,12 +151,22 @@ fn on_epoch(mut store: StoreContextMut<'_, RequestState>) -> wasmtime::Result<Up
     Ok(state.meter.tick(&state.worker.limits, state.worker.cpu_ticks, state.offloaded_cpu))
 }
 
+/// The largest CPU budget a worker may have and still be called without a fiber: a guest
+/// that cannot yield holds its runtime thread until it ends or a limit stops it, and no
+/// longer than about this (one epoch tick more).
+pub(crate) const MAX_FIBERLESS_CPU: Duration = Duration::from_millis(10);
+
 /// Everything a request needs from its worker.
 pub(crate) struct Target<'a> {
     pub(crate) shared: &'a Arc<WorkerShared>,
     pub(crate) pre: &'a wasmtime::InstancePre<RequestState>,
     pub(crate) handle: &'a wasmtime::ModuleExport,
     pub(crate) memory: &'a wasmtime::ModuleExport,
+    /// Whether to run the guest on a fiber: it imports a host function that may wait, or
+    /// its CPU budget is over [`MAX_FIBERLESS_CPU`]. Without one, it is instantiated and
+    /// called directly on the runtime thread, and the epoch ticks check its limits without
+    /// yielding it.
+    pub(crate) fiber: bool,
 }
 
 /// Runs one request in a fresh instance and returns the guest's outcome.
@@ -175,14 +185,18 @@ pub(crate) async fn run(
     // Before the store: the epoch must tick from the first guest instruction on.
     let _active = target.shared.activity.enter();
     let deadline = Instant::now() + limits.deadline;
+    let (shared, pre) = (target.shared, target.pre);
     let mut store =
-        new_store(target.shared, target.pre, request, request_len, request_id, deadline);
+        new_store(shared, pre, request, request_len, request_id, deadline, target.fiber);
 
-    // Pinned in place: the future holds Wasmtime's instantiate and call state (a few KiB), and
-    // moving it into the timeout would copy all of it on every request.
-    let result = {
+    let result = if target.fiber {
+        // Pinned in place: the future holds Wasmtime's instantiate and call state (a few
+        // KiB), and moving it into the timeout would copy all of it on every request.
         let call = std::pin::pin!(call_guest(&mut store, &target, request_len));
         tokio::time::timeout_at(deadline.into(), call).await
+    } else {
+        // Never suspended, so no timer: the epoch ticks stop it at its deadline.
+        Ok(call_guest(&mut store, &target, request_len).await)
     };
     let mut usage = store.data().usage;
     if let Some(memory) = store.data().memory {
@@ -204,7 +218,8 @@ pub(crate) async fn run(
     (outcome, usage)
 }
 
-/// A fresh store for one request, within the worker's limits.
+/// A fresh store for one request, within the worker's limits; `fiber`: the guest runs on
+/// one, and ticks yield it.
 fn new_store(
     shared: &Arc<WorkerShared>,
     pre: &wasmtime::InstancePre<RequestState>,
@@ -212,6 +227,7 @@ fn new_store(
     request_len: u32,
     request_id: RequestId,
     deadline: Instant,
+    fiber: bool,
 ) -> Store<RequestState> {
     let state = RequestState {
         worker: shared.clone(),
@@ -224,7 +240,7 @@ fn new_store(
         fetches: Fetches::default(),
         blobs: Vec::new(),
         offloaded_cpu: Duration::ZERO,
-        meter: Meter::new(deadline, crate::meter::MODULE, shared.limits.memory),
+        meter: Meter::with_yields(deadline, crate::meter::MODULE, shared.limits.memory, fiber),
         usage: Usage::default(),
     };
     let mut store = Store::new(pre.module().engine(), state);
@@ -242,7 +258,8 @@ pub(crate) async fn trial(
 ) -> wasmtime::Result<()> {
     let _active = shared.activity.enter();
     let deadline = Instant::now() + shared.limits.deadline;
-    let mut store = new_store(shared, pre, GuestRequest::default(), 0, RequestId(0), deadline);
+    let request = GuestRequest::default();
+    let mut store = new_store(shared, pre, request, 0, RequestId(0), deadline, true);
     pre.instantiate_async(&mut store).await.map(drop)
 }
 
@@ -252,11 +269,18 @@ async fn call_guest(
     request_len: u32,
 ) -> wasmtime::Result<u64> {
     let started = Instant::now();
-    let instance = target
-        .pre
-        .instantiate_async(&mut *store)
-        .instrument(tracing::info_span!(target: crate::SPAN_TARGET, "instantiate"))
-        .await?;
+    let tick = target.shared.epoch_tick;
+    let span = tracing::info_span!(target: crate::SPAN_TARGET, "instantiate");
+    let instance = if target.fiber {
+        target.pre.instantiate_async(&mut *store).instrument(span).await?
+    } else {
+        // Metered like the call, so a start function that spins is stopped by the CPU
+        // budget (it cannot yield); its CPU is the gateway's, not charged to the guest.
+        let instantiate = std::future::poll_fn(|_| {
+            std::task::Poll::Ready(span.in_scope(|| target.pre.instantiate(&mut *store)))
+        });
+        cpu::metered(std::pin::pin!(instantiate), tick).await.0?
+    };
     store.data_mut().usage.instantiate = started.elapsed();
     let memory = instance
         .get_module_export(&mut *store, target.memory)
@@ -273,10 +297,16 @@ async fn call_guest(
     // back while it sat idle).
     let started = Instant::now();
     let (result, cpu) = {
-        let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
         let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
-        let tick = target.shared.epoch_tick;
-        let (result, cpu) = cpu::metered(call, tick).instrument(span.clone()).await;
+        let (result, cpu) = if target.fiber {
+            let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
+            cpu::metered(call, tick).instrument(span.clone()).await
+        } else {
+            let call = std::future::poll_fn(|_| {
+                std::task::Poll::Ready(span.in_scope(|| handle.call(&mut *store, request_len)))
+            });
+            cpu::metered(std::pin::pin!(call), tick).await
+        };
         span.record("cpu_us", cpu.as_micros() as u64);
         (result, cpu)
     };

@@ -306,8 +306,9 @@ impl Worker {
             },
         };
         let (outcome, usage) = match &code.entry {
-            Entry::Core { pre, handle, memory } => {
-                let target = Target { shared: &inner.shared, pre, handle, memory };
+            Entry::Core { pre, handle, memory, waits } => {
+                let fiber = *waits || inner.shared.limits.cpu > request::MAX_FIBERLESS_CPU;
+                let target = Target { shared: &inner.shared, pre, handle, memory, fiber };
                 request::run(target, request, id).await
             }
             Entry::Component(pre) => crate::component::run(&inner.shared, pre, request, id).await,

@@ -67,33 +67,100 @@ macro_rules! hostcall_span {
 use guest_try;
 pub(crate) use hostcall_span;
 
+/// The host functions that may wait (for a store, a fetch, the image threads), linked with
+/// `func_wrap_async`: a module importing any of them runs on a fiber so the wait can suspend
+/// it. A module importing none can be called without one (crate::request). [`linker`]
+/// refuses to build if this list and its registrations disagree.
+pub(crate) const ASYNC: [&str; 9] = [
+    imports::KV_GET,
+    imports::KV_GET_BATCH,
+    imports::KV_PUT,
+    imports::KV_PUT_BATCH,
+    imports::KV_DELETE,
+    imports::KV_INCR,
+    imports::KV_LIST,
+    imports::FETCH_WAIT,
+    imports::IMAGE_TRANSFORM,
+];
+
 /// A linker with every host function of ABI v1.
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RequestState>> {
-    let mut linker = Linker::new(engine);
-    linker.func_wrap(IMPORT_MODULE, imports::REQUEST_READ, request::request_read)?;
-    linker.func_wrap(IMPORT_MODULE, imports::LOG_WRITE, log::log_write)?;
-    linker.func_wrap(IMPORT_MODULE, imports::CLOCK_MONOTONIC, clock::clock_monotonic)?;
-    linker.func_wrap(IMPORT_MODULE, imports::RANDOM_FILL, random::random_fill)?;
-    linker.func_wrap(IMPORT_MODULE, imports::CONFIG_GET, config::config_get)?;
-    linker.func_wrap(IMPORT_MODULE, imports::CONFIG_ALL, config::config_all)?;
-    linker.func_wrap(IMPORT_MODULE, imports::CLOCK_WALL, clock::clock_wall)?;
-    linker.func_wrap(IMPORT_MODULE, imports::JWS_VERIFY, jws::jws_verify)?;
-    linker.func_wrap(IMPORT_MODULE, imports::JWT_CLAIMS, jwt::jwt_claims)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::KV_GET, kv::kv_get)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::KV_GET_BATCH, kv::kv_get_batch)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::KV_PUT, kv::kv_put)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::KV_PUT_BATCH, kv::kv_put_batch)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::KV_DELETE, kv::kv_delete)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::KV_INCR, kv::kv_incr)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::KV_LIST, kv::kv_list)?;
-    linker.func_wrap(IMPORT_MODULE, imports::FETCH_START, fetch::fetch_start)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::FETCH_WAIT, fetch::fetch_wait)?;
-    linker.func_wrap(IMPORT_MODULE, imports::REQUEST_HEAD, blob::request_head)?;
-    linker.func_wrap(IMPORT_MODULE, imports::BLOB_LEN, blob::blob_len)?;
-    linker.func_wrap(IMPORT_MODULE, imports::BLOB_READ, blob::blob_read)?;
-    linker.func_wrap(IMPORT_MODULE, imports::IMAGE_PROBE, image::image_probe)?;
-    linker.func_wrap_async(IMPORT_MODULE, imports::IMAGE_TRANSFORM, image::image_transform)?;
-    Ok(linker)
+    let mut l = Registry { linker: Linker::new(engine), waiting: Vec::new() };
+    l.sync(imports::REQUEST_READ, request::request_read)?;
+    l.sync(imports::LOG_WRITE, log::log_write)?;
+    l.sync(imports::CLOCK_MONOTONIC, clock::clock_monotonic)?;
+    l.sync(imports::RANDOM_FILL, random::random_fill)?;
+    l.sync(imports::CONFIG_GET, config::config_get)?;
+    l.sync(imports::CONFIG_ALL, config::config_all)?;
+    l.sync(imports::CLOCK_WALL, clock::clock_wall)?;
+    l.sync(imports::JWS_VERIFY, jws::jws_verify)?;
+    l.sync(imports::JWT_CLAIMS, jwt::jwt_claims)?;
+    l.waits(imports::KV_GET, kv::kv_get)?;
+    l.waits(imports::KV_GET_BATCH, kv::kv_get_batch)?;
+    l.waits(imports::KV_PUT, kv::kv_put)?;
+    l.waits(imports::KV_PUT_BATCH, kv::kv_put_batch)?;
+    l.waits(imports::KV_DELETE, kv::kv_delete)?;
+    l.waits(imports::KV_INCR, kv::kv_incr)?;
+    l.waits(imports::KV_LIST, kv::kv_list)?;
+    l.sync(imports::FETCH_START, fetch::fetch_start)?;
+    l.waits(imports::FETCH_WAIT, fetch::fetch_wait)?;
+    l.sync(imports::REQUEST_HEAD, blob::request_head)?;
+    l.sync(imports::BLOB_LEN, blob::blob_len)?;
+    l.sync(imports::BLOB_READ, blob::blob_read)?;
+    l.sync(imports::IMAGE_PROBE, image::image_probe)?;
+    l.waits(imports::IMAGE_TRANSFORM, image::image_transform)?;
+    l.finish()
+}
+
+/// The linker being filled, checking each function against [`ASYNC`]: a function that may
+/// wait and is not listed would be called without a fiber, and fail.
+struct Registry {
+    linker: Linker<RequestState>,
+    /// The functions that may wait, registered so far.
+    waiting: Vec<&'static str>,
+}
+
+impl Registry {
+    /// Registers `name`, which never waits.
+    fn sync<Params, Args>(
+        &mut self,
+        name: &'static str,
+        func: impl wasmtime::IntoFunc<RequestState, Params, Args>,
+    ) -> wasmtime::Result<()> {
+        if ASYNC.contains(&name) {
+            wasmtime::bail!("`{name}` is listed as a host function that may wait, but never does");
+        }
+        self.linker.func_wrap(IMPORT_MODULE, name, func).map(drop)
+    }
+
+    /// Registers `name`, which may wait.
+    fn waits<Params, Args, F>(&mut self, name: &'static str, func: F) -> wasmtime::Result<()>
+    where
+        Params: wasmtime::WasmTyList,
+        Args: wasmtime::WasmRet,
+        F: for<'a> Fn(
+                Caller<'a, RequestState>,
+                Params,
+            ) -> Box<dyn std::future::Future<Output = Args> + Send + 'a>
+            + Send
+            + Sync
+            + 'static,
+    {
+        if !ASYNC.contains(&name) {
+            wasmtime::bail!(
+                "`{name}` may wait, but is not listed among the host functions that may"
+            );
+        }
+        self.waiting.push(name);
+        self.linker.func_wrap_async(IMPORT_MODULE, name, func).map(drop)
+    }
+
+    fn finish(self) -> wasmtime::Result<Linker<RequestState>> {
+        match ASYNC.iter().find(|name| !self.waiting.contains(name)) {
+            Some(name) => wasmtime::bail!("`{name}` is listed as may wait, but not registered"),
+            None => Ok(self.linker),
+        }
+    }
 }
 
 /// Charges one host call, then gives the guest's memory and the request state together.
@@ -158,4 +225,23 @@ fn answer(
         state.kept = Some(Kept { call, answer });
     }
     len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_of_functions_that_may_wait_must_match_the_linker() {
+        let engine = Engine::default();
+        assert!(linker(&engine).is_ok());
+        let mut registry = Registry { linker: Linker::new(&engine), waiting: Vec::new() };
+        let listed = registry.sync(imports::KV_GET, |_: Caller<'_, RequestState>| 0i32);
+        assert!(listed.unwrap_err().to_string().contains("`kv_get` is listed"));
+        let missing = registry.finish().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            missing.contains("`kv_get` is listed as may wait, but not registered"),
+            "{missing}"
+        );
+    }
 }

@@ -11,6 +11,7 @@ use crate::*;
 
 mod auth;
 mod component;
+mod fiberless;
 mod image;
 mod kv;
 mod resident;
