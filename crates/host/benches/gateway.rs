@@ -4,6 +4,8 @@
 //! runtime drives the gateway and the upstream), so the time per iteration is the CPU the
 //! request costs there, the upstream's small share and the loopback round trip included.
 //!
+//! * `gateway/respond`: GET a `respond` route, answered by the gateway itself: routing, ids,
+//!   metrics and the access path, no worker (the lab's `/__ping` without its socket).
 //! * `gateway/echo-json`: POST `{}` to echo-json (no upstream): the HTTP-side baseline.
 //! * `gateway/auth-router-HS256`: a GET with an HS256 bearer token, verified, routed on `aud`,
 //!   forwarded to the upstream, its `{"ok":true}` collected.
@@ -112,6 +114,10 @@ fn bench(c: &mut Criterion) {
             worker = "forwarder"
 
             [[routes]]
+            path = "/ping"
+            respond = {{ body = "pong" }}
+
+            [[routes]]
             path = "/split/header"
             [routes.split]
             targets = [{{ name = "a", worker = "echo", weight = 1 }}, {{ name = "b", worker = "echo", weight = 1 }}]
@@ -170,7 +176,10 @@ fn bench(c: &mut Criterion) {
     let (status, value) = run("/kv/user:7", None, b"");
     assert_eq!((status, value.len()), (200, 256));
 
+    assert_eq!(run("/ping", None, b""), (200, Bytes::from_static(b"pong")));
+
     let mut group = c.benchmark_group("gateway");
+    group.bench_function("respond", |b| b.iter(|| run("/ping", None, b"")));
     group.bench_function("echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
     group.bench_function("auth-router-HS256", |b| b.iter(|| run("/orders", Some(&hs_token), b"")));
     group.bench_function("auth-router-RS256", |b| b.iter(|| run("/orders", Some(&rs_token), b"")));

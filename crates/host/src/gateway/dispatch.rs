@@ -85,7 +85,11 @@ impl Gateway {
         let shadow = chosen
             .shadow
             .and_then(|(target, shadow)| Shadowing::of(&request, &target.action, shadow));
-        let served = match self.serve(chosen.action, request, conn, id, snapshot, logged).await {
+        // Boxed: a worker's or an upstream's future is kilobytes (Wasmtime's and hyper's
+        // state), and this one's would be as large, moved whole each time hyper or the
+        // connection moves a request's future, even for a request answered without either.
+        let serving = Box::pin(self.serve(chosen.action, request, conn, id, snapshot, logged));
+        let served = match serving.await {
             Err(error) if matches!(error.kind, ErrorKind::Exec(_)) && retry.is_some() => {
                 let Some(((name, target), request)) = retry else { return Err(error) };
                 target.fell_back(error.kind.code());
@@ -98,13 +102,14 @@ impl Gateway {
                 );
                 logged.target = Some(name);
                 // The fallback's answer is not the side the shadow compares with.
-                return self.serve(&target.action, request, conn, id, snapshot, logged).await;
+                return Box::pin(self.serve(&target.action, request, conn, id, snapshot, logged))
+                    .await;
             }
             result => result,
         };
         match (served, shadow) {
             (Ok(response), Some(shadowing)) => {
-                Ok(self.shadow(shadowing, response, conn, id, snapshot.clone()).await)
+                Ok(Box::pin(self.shadow(shadowing, response, conn, id, snapshot.clone())).await)
             }
             (served, _) => served,
         }

@@ -7,6 +7,8 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
 use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
@@ -41,12 +43,8 @@ pub(crate) async fn serve<I, H, F, B>(
     let mut watchdog = Watchdog::new(state.clone(), timeouts);
     let io = Watched::new(io, state.clone());
     let service = service_fn(move |request: Request<Incoming>| {
-        let in_flight = InFlight::enter(&state);
-        let answer = handler(request);
-        async move {
-            let response = answer.await;
-            Ok::<_, std::convert::Infallible>(response.map(|body| Tracked::new(body, in_flight)))
-        }
+        let in_flight = Some(InFlight::enter(&state));
+        Answer { answer: handler(request), in_flight }
     });
     let connection = builder.serve_connection(TokioIo::new(io), service);
     let mut connection = std::pin::pin!(connection);
@@ -76,5 +74,31 @@ pub(crate) async fn serve<I, H, F, B>(
                 }
             }
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer, its body counted in flight until it is sent. A struct and not an
+    /// `async` block, which would hold the handler's future twice (as what it captured and
+    /// as what it awaits): kilobytes more for every move of a request's future.
+    struct Answer<F> {
+        #[pin]
+        answer: F,
+        in_flight: Option<InFlight>,
+    }
+}
+
+impl<F, B> Future for Answer<F>
+where
+    F: Future<Output = Response<B>>,
+{
+    type Output = Result<Response<Tracked<B>>, std::convert::Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = ready!(this.answer.poll(cx));
+        // Taken once: hyper never polls an answer again after it is ready.
+        let Some(in_flight) = this.in_flight.take() else { return Poll::Pending };
+        Poll::Ready(Ok(response.map(|body| Tracked::new(body, in_flight))))
     }
 }
