@@ -117,7 +117,7 @@ impl Queue {
             }
             self.idle.store(true, Ordering::SeqCst);
             // A line queued before `idle` was set did not wake us: look again.
-            let empty = self.pending.lock().map_or(true, |p| p.lines == 0);
+            let empty = self.pending.lock().unwrap_or_else(|e| e.into_inner()).lines == 0;
             if empty && !self.stopping.load(Ordering::SeqCst) {
                 std::thread::park();
             }
