@@ -191,10 +191,9 @@ impl Worker {
             spec.config.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),
         );
         let cpu_ticks = cpu_ticks(spec.limits.cpu, runtime.config().epoch_tick);
-        let table = edgegate_sdk::host::Config::from_pairs(
+        let jwt = edgegate_sdk::jwt::Validation::from_pairs(
             spec.config.iter().map(|(k, v)| (k.as_str(), v.as_str())),
         );
-        let jwt = edgegate_sdk::jwt::Validation::from_table(&table);
         let shared = Arc::new(WorkerShared {
             name: spec.name.to_owned(),
             limits: spec.limits,

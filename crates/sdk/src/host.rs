@@ -101,7 +101,7 @@ impl Config {
         }
     }
 
-    /// A table from explicit pairs: for tests, and for a host that holds the table itself.
+    /// A table from explicit pairs (for tests).
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let block = edgegate_abi::encode_entries(
             pairs.into_iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),

@@ -53,6 +53,14 @@ fn all_keys() -> Keys {
     Keys::new(KeySet::new(keys))
 }
 
+/// The hostile test guest, granted every signer's key.
+fn hostile_with_keys() -> Worker {
+    let wasm = std::fs::read(guests::HOSTILE).unwrap();
+    runtime()
+        .load(WorkerSpec { keys: Some(all_keys()), ..spec(&wasm, Limits::default(), &[]) })
+        .unwrap()
+}
+
 fn with_token(token: &str) -> GuestRequest {
     let mut request = get("/auth/orders?id=7");
     request.headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
@@ -265,20 +273,7 @@ async fn the_rfc7515_examples_verify_through_the_host_at_a_pinned_clock() {
 
 #[tokio::test]
 async fn hostile_arguments_to_jws_verify_get_error_codes() {
-    let worker = runtime()
-        .load(WorkerSpec {
-            name: "hostile",
-            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(
-                &std::fs::read(guests::HOSTILE).unwrap(),
-            )),
-            limits: Limits::default(),
-            config: BTreeMap::new(),
-            keys: Some(all_keys()),
-            kv: Vec::new(),
-            fetcher: None,
-            image: None,
-        })
-        .unwrap();
+    let worker = hostile_with_keys();
     let r = response(&worker, get("/jws-abuse")).await;
     // InvalidArgument, LimitExceeded, InvalidArgument, InvalidArgument.
     assert_eq!(r.body(), "-2 -3 -2 -2");
@@ -323,20 +318,7 @@ async fn authorization_is_forwarded_only_when_configured() {
 
 #[tokio::test]
 async fn hostile_arguments_to_jwt_claims_get_error_codes() {
-    let worker = runtime()
-        .load(WorkerSpec {
-            name: "hostile",
-            source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(
-                &std::fs::read(guests::HOSTILE).unwrap(),
-            )),
-            limits: Limits::default(),
-            config: BTreeMap::new(),
-            keys: Some(all_keys()),
-            kv: Vec::new(),
-            fetcher: None,
-            image: None,
-        })
-        .unwrap();
+    let worker = hostile_with_keys();
     let claims = json!({"sub": "ada", "aud": "service-a", "exp": now() + 60});
     let token = Signer::hs256().token(Some("HS256"), &claims);
     let answer = r#"{"sub":"ada"}"#;

@@ -324,8 +324,14 @@ impl Validation {
 
     /// The policy in a configuration table already read (one pass over it).
     pub fn from_table(config: &crate::host::Config) -> Self {
+        Self::from_pairs(config.iter())
+    }
+
+    /// The policy in a worker's configuration as `(key, value)` pairs: for a host that holds
+    /// the table itself.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let mut v = Self::default();
-        for (key, value) in config.iter() {
+        for (key, value) in pairs {
             match key {
                 config_keys::ISSUER => v.issuer = Some(value.into()),
                 config_keys::AUDIENCES => v.audiences = list(value),
