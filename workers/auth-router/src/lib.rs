@@ -131,7 +131,10 @@ pub fn handle(req: &Request) -> Response {
     let token = match verify(req, &config, &settings, &wanted) {
         Ok(token) => token,
         Err(e) => {
-            host::log_fmt(LogLevel::Info, format_args!("token refused: {}", e.code()));
+            // Concatenated rather than formatted: `core::fmt` would cost the module kilobytes.
+            let mut line = String::from("token refused: ");
+            line.push_str(e.code());
+            host::log(LogLevel::Info, &line);
             return e.response();
         }
     };
