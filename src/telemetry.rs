@@ -14,7 +14,7 @@
 //!   so the access log carries the client's trace id either way.
 
 use anyhow::Context;
-use edgegate_host::observe::access_format::AccessFormat;
+use edgegate_host::observe::access_line::{self, ACCESS_TARGET};
 use edgegate_host::observe::log_writer::{Flushed, LogWriter};
 use edgegate_runtime::SPAN_TARGET;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -55,44 +55,67 @@ impl Drop for Telemetry {
 /// of lines or the OTLP exporter cannot be set up.
 pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    let filter = EnvFilter::try_from_env("EDGEGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let directives = std::env::var("EDGEGATE_LOG").ok();
+    let filter = directives
+        .as_deref()
+        .and_then(|d| EnvFilter::try_new(d).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
     let (writer, guard) = edgegate_host::observe::log_writer::non_blocking(std::io::stderr())?;
     let exporter = exporter()?;
+    let ansi = format == LogFormat::Text && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let lines = writer.clone();
     // Without an exporter, no spans layer at all: an absent (`None`) layer would declare an
     // interest in every callsite, and each request's spans would be built for nobody.
     match &exporter {
         Some((provider, _)) => tracing_subscriber::registry()
             .with(under_a_request(logged_levels(&filter)))
-            .with(logs_layer(format, writer, filter))
+            .with(logs_layer(format, ansi, writer, filter))
             .with(spans_layer(provider))
             .init(),
-        None => tracing_subscriber::registry().with(logs_layer(format, writer, filter)).init(),
+        None => {
+            tracing_subscriber::registry().with(logs_layer(format, ansi, writer, filter)).init()
+        }
+    }
+    // Access lines skip the subscriber, written as it would write them, at the levels it lets
+    // through; not in colour, nor when a directive depends on the current span (`[span]`).
+    if !ansi && !directives.is_some_and(|d| d.contains('[')) {
+        access_line::install(lines, format == LogFormat::Json, access_levels());
     }
     Ok(Telemetry { exporter, _logs: guard })
 }
 
-/// The log lines, in `format`, through `writer`, as `filter` allows. Access lines are
-/// formatted by edgegate's own formatter, the same lines as tracing's.
-fn logs_layer<S>(format: LogFormat, writer: LogWriter, filter: EnvFilter) -> impl Layer<S>
+/// The log lines, in `format` (in colour if `ansi`), through `writer`, as `filter` allows.
+fn logs_layer<S>(
+    format: LogFormat,
+    ansi: bool,
+    writer: LogWriter,
+    filter: EnvFilter,
+) -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     match format {
-        LogFormat::Text => fmt::layer()
-            .with_writer(writer)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .map_event_format(|f| AccessFormat::new(f, false))
-            .boxed(),
+        LogFormat::Text => fmt::layer().with_writer(writer).with_ansi(ansi).boxed(),
         LogFormat::Json => fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
             .with_writer(writer)
-            .map_event_format(|f| AccessFormat::new(f, true))
             .boxed(),
     }
     .with_filter(filter.and(not_spans()))
+}
+
+/// The levels the installed subscriber logs access lines at.
+fn access_levels() -> Vec<tracing::Level> {
+    use tracing::Level;
+    let enabled = [
+        (Level::INFO, tracing::enabled!(target: ACCESS_TARGET, Level::INFO)),
+        (Level::WARN, tracing::enabled!(target: ACCESS_TARGET, Level::WARN)),
+        (Level::ERROR, tracing::enabled!(target: ACCESS_TARGET, Level::ERROR)),
+    ];
+    enabled.into_iter().filter_map(|(level, on)| on.then_some(level)).collect()
 }
 
 /// Every event but spans: the log lines do not repeat them.

@@ -79,3 +79,28 @@ fn shutdown_writes_out_the_queued_lines() {
     assert!(status.success(), "{status}");
     assert_eq!(access_lines(&log), 1200, "{}", &log[log.len().saturating_sub(2000)..]);
 }
+
+/// The level filter holds for access lines written straight into the queue: at
+/// `edgegate::access=warn`, a success (info) writes none and a failed upstream (warn) one.
+#[test]
+fn access_lines_follow_the_level_filter() {
+    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let config = format!(
+        r#"{PING}
+        [[routes]]
+        path = "/down"
+        upstream = "nowhere"
+
+        [upstreams.nowhere]
+        url = "http://{down}"
+        "#
+    );
+    let mut gw =
+        Gateway::start_with(&config, &[], &[("EDGEGATE_LOG", "info,edgegate::access=warn")]);
+    assert_eq!(get(gw.addr, "/ping").text(), "pong");
+    assert_eq!(get(gw.addr, "/down").status, 502);
+    let (_, log) = gw.stop();
+    let access: Vec<&str> = log.lines().filter(|l| l.contains("edgegate::access")).collect();
+    assert_eq!(access.len(), 1, "{log}");
+    assert!(access[0].contains(" WARN ") && access[0].contains("path=\"/down\""), "{log}");
+}

@@ -30,7 +30,6 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use edgegate_host::config::Loaded;
-use edgegate_host::observe::access_format::AccessFormat;
 use edgegate_host::{ConnInfo, Gateway};
 use edgegate_testkit::{Signer, now};
 use http_body_util::{BodyExt, Full};
@@ -199,18 +198,19 @@ fn bench(c: &mut Criterion) {
     }
     group.bench_function("metrics/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
     group.bench_function("metrics/kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
-    // The default log level as `serve` sets it up: every request's access line formatted by
-    // `AccessFormat` and handed to the log queue (whose thread writes to nothing here); the
-    // spans, which `serve` gives no layer without an exporter, off.
+    // The default log level as `serve` sets it up: every request's access line written
+    // straight into the log queue (whose thread writes to nothing here), any other event
+    // through the subscriber; the spans, which `serve` gives no layer without an exporter, off.
     let (writer, _flushed) = edgegate_host::observe::log_writer::non_blocking(std::io::sink())
         .expect("the default queue");
     let logs = tracing_subscriber::fmt::layer()
-        .with_writer(writer)
+        .with_writer(writer.clone())
         .with_ansi(false)
-        .map_event_format(|f| AccessFormat::new(f, false))
         .with_filter(EnvFilter::new(format!("info,{}=off", edgegate_runtime::SPAN_TARGET)));
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(logs))
         .expect("the benchmark's only subscriber");
+    let levels = vec![tracing::Level::INFO, tracing::Level::WARN, tracing::Level::ERROR];
+    edgegate_host::observe::access_line::install(writer, false, levels);
     group.bench_function("logged/echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
     group.bench_function("logged/kv-lookup", |b| b.iter(|| run("/kv/user:7", None, b"")));
     group.finish();

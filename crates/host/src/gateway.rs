@@ -184,7 +184,7 @@ impl Gateway {
         };
         let status = response.status().as_u16();
         span.record("http.response.status_code", status);
-        if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
+        if let Ok(value) = HeaderValue::from_bytes(&id.hex()) {
             response.headers_mut().insert("x-request-id", value);
         }
         if snapshot.server.server_timing

@@ -18,6 +18,19 @@ use crate::limits::Limits;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RequestId(pub u64);
 
+impl RequestId {
+    /// The id's 16 lowercase hex digits, as [`Display`](std::fmt::Display) writes them,
+    /// without a formatter.
+    pub fn hex(self) -> [u8; 16] {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0; 16];
+        for (i, digit) in out.iter_mut().enumerate() {
+            *digit = DIGITS[(self.0 >> (60 - 4 * i) & 0xf) as usize];
+        }
+        out
+    }
+}
+
 impl std::fmt::Display for RequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:016x}", self.0)
@@ -157,4 +170,17 @@ pub(crate) struct WorkerShared {
     pub(crate) epoch_tick: Duration,
     /// What every request tells the runtime's epoch ticker.
     pub(crate) activity: Arc<crate::engine::Activity>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RequestId;
+
+    #[test]
+    fn a_request_ids_hex_is_what_display_writes() {
+        for id in [0, 1, 0xa, 0x1f2e3d4c5b6a7988, u64::MAX] {
+            let id = RequestId(id);
+            assert_eq!(std::str::from_utf8(&id.hex()).unwrap(), id.to_string());
+        }
+    }
 }

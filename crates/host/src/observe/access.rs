@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use edgegate_runtime::{RequestId, Usage};
+use tracing::Level;
 
 use crate::error::{RequestError, Source};
 use crate::listen::conn::ConnInfo;
+use crate::observe::access_line::{self, ACCESS_TARGET, Line};
 use crate::observe::metrics::RouteMetrics;
 
 /// What one request did, kept for its log line, metrics and `server-timing`.
@@ -39,28 +41,69 @@ pub(crate) struct Access<'a> {
 }
 
 /// One line per request, at a level set by who failed: info for success and client errors,
-/// warn for workers and upstreams, error for the host.
+/// warn for workers and upstreams, error for the host. Written straight into the log queue
+/// when the process set that up ([`access_line::write`]), else as a `tracing` event.
 pub(crate) fn log(access: &Access<'_>) {
     let Access { id, method, path, logged, status, error, .. } = *access;
-    let trace_id = access.trace_id.unwrap_or("-");
-    let route = logged.route.unwrap_or("-");
-    let worker = logged.worker.unwrap_or("-");
-    let digest = logged.digest.unwrap_or("-");
-    let upstream = logged.upstream.unwrap_or("-");
-    let target = logged.target.unwrap_or("-");
     let (tls, alpn) = access.conn.tls.map_or(("-", "-"), |t| (t.version, t.alpn));
-    let duration_us = access.elapsed.as_micros() as u64;
-    let cpu_us = logged.usage.cpu.as_micros() as u64;
-    let memory_peak = logged.usage.memory_peak;
-    let source = error.map_or("-", |e| e.kind.source().as_str());
-    let code = error.map_or("-", |e| e.kind.code());
-    let detail = error.map_or("", |e| e.detail.as_str());
-    macro_rules! line {
+    let line = Line {
+        request_id: id,
+        trace_id: access.trace_id.unwrap_or("-"),
+        method: method.as_str(),
+        path,
+        route: logged.route.unwrap_or("-"),
+        target: logged.target.unwrap_or("-"),
+        worker: logged.worker.unwrap_or("-"),
+        digest: logged.digest.unwrap_or("-"),
+        upstream: logged.upstream.unwrap_or("-"),
+        tls,
+        alpn,
+        status,
+        duration_us: access.elapsed.as_micros() as u64,
+        cpu_us: logged.usage.cpu.as_micros() as u64,
+        memory_peak: logged.usage.memory_peak,
+        source: error.map_or("-", |e| e.kind.source().as_str()),
+        error: error.map_or("-", |e| e.kind.code()),
+        detail: error.map_or("", |e| e.detail.as_str()),
+    };
+    let level = match error.map(|e| e.kind.source()) {
+        None | Some(Source::Client) => Level::INFO,
+        Some(Source::Worker | Source::Upstream) => Level::WARN,
+        Some(Source::Host) => Level::ERROR,
+    };
+    if !access_line::write(level, &line) {
+        event(level, &line);
+    }
+}
+
+/// `line` as a `tracing` event (target [`ACCESS_TARGET`]).
+fn event(level: Level, line: &Line<'_>) {
+    let Line {
+        request_id,
+        trace_id,
+        method,
+        path,
+        route,
+        target,
+        worker,
+        digest,
+        upstream,
+        tls,
+        alpn,
+        status,
+        duration_us,
+        cpu_us,
+        memory_peak,
+        source,
+        error,
+        detail,
+    } = *line;
+    macro_rules! event {
         ($level:expr) => {
             tracing::event!(
-                target: "edgegate::access",
+                target: ACCESS_TARGET,
                 $level,
-                request_id = %id,
+                request_id = %request_id,
                 trace_id,
                 %method,
                 path,
@@ -76,15 +119,15 @@ pub(crate) fn log(access: &Access<'_>) {
                 cpu_us,
                 memory_peak,
                 source,
-                error = code,
+                error,
                 detail,
             )
         };
     }
-    match error.map(|e| e.kind.source()) {
-        None | Some(Source::Client) => line!(tracing::Level::INFO),
-        Some(Source::Worker | Source::Upstream) => line!(tracing::Level::WARN),
-        Some(Source::Host) => line!(tracing::Level::ERROR),
+    match level {
+        Level::INFO => event!(Level::INFO),
+        Level::WARN => event!(Level::WARN),
+        _ => event!(Level::ERROR),
     }
 }
 
@@ -112,4 +155,106 @@ pub(crate) fn server_timing(logged: &Logged<'_>) -> Option<String> {
         .map(|(name, d)| format!("{name};dur={:.3}", d.as_secs_f64() * 1000.0))
         .collect();
     Some(parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::fmt::MakeWriter;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buffer {
+        type Writer = Self;
+        fn make_writer(&'a self) -> Self {
+            self.clone()
+        }
+    }
+
+    fn line<'a>(path: &'a str, detail: &'a str) -> Line<'a> {
+        Line {
+            request_id: RequestId(0x0f2e3d4c5b6a7988),
+            trace_id: "-",
+            method: "GET",
+            path,
+            route: "kv",
+            target: "-",
+            worker: "kv-lookup",
+            digest: "sha256:1f2e3d4c",
+            upstream: "-",
+            tls: "TLSv1.3",
+            alpn: "h2",
+            status: 200,
+            duration_us: 1047,
+            cpu_us: 0,
+            memory_peak: 131072,
+            source: "-",
+            error: "-",
+            detail,
+        }
+    }
+
+    /// `line` as `tracing`'s formatter writes its event, without the timestamp.
+    fn by_tracing(json: bool, level: Level, line: &Line<'_>) -> String {
+        let buffer = Buffer::default();
+        let layer = tracing_subscriber::fmt().with_writer(buffer.clone()).with_ansi(false);
+        let dispatch = if json {
+            let layer =
+                layer.json().flatten_event(true).with_current_span(false).with_span_list(false);
+            tracing::Dispatch::new(layer.finish())
+        } else {
+            tracing::Dispatch::new(layer.finish())
+        };
+        tracing::dispatcher::with_default(&dispatch, || event(level, line));
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        untimed(json, &text)
+    }
+
+    /// `text` from its level on; the timestamp checked for its length only, as two runs'
+    /// differ.
+    fn untimed(json: bool, text: &str) -> String {
+        let cut = if json { text.find("\",\"level\"").unwrap() } else { text.find(' ').unwrap() };
+        let stamp = if json { &text[14..cut] } else { &text[..cut] };
+        assert_eq!(stamp.len(), 27, "{text}");
+        text[cut..].to_owned()
+    }
+
+    #[test]
+    fn access_lines_are_the_lines_tracing_writes() {
+        for json in [false, true] {
+            for level in [Level::INFO, Level::WARN, Level::ERROR] {
+                for (path, detail) in [
+                    ("/kv/user:1", ""),
+                    ("/a b", "worker `w` trapped: unreachable"),
+                    ("/quote\"d", "a \\ backslash"),
+                    ("/caf\u{e9}", "line\nbreak\ttab \u{7f} \u{200b}"),
+                ] {
+                    let line = line(path, detail);
+                    let mut ours = String::new();
+                    let plain = access_line::format(&mut ours, json, level, &line);
+                    let theirs = by_tracing(json, level, &line);
+                    // A value that needs escaping is left to tracing: it must say so.
+                    let escapes = theirs.contains('\\') || (!json && !theirs.is_ascii());
+                    assert_eq!(plain, !escapes, "json: {json}, {theirs}");
+                    if plain {
+                        assert_eq!(untimed(json, &ours), theirs, "json: {json}, {level}");
+                    }
+                }
+            }
+        }
+    }
 }

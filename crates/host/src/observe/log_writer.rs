@@ -130,9 +130,16 @@ impl Queue {
 #[derive(Debug, Clone)]
 pub struct LogWriter(Arc<Queue>);
 
+impl LogWriter {
+    /// Queues one whole line (its newline included), or drops and counts it when full.
+    pub fn line(&self, line: &[u8]) {
+        self.0.push(line);
+    }
+}
+
 impl Write for LogWriter {
     fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
-        self.0.push(line);
+        self.line(line);
         Ok(line.len())
     }
 
