@@ -64,6 +64,20 @@ impl Server {
         self.signal(Signal::CONT);
     }
 
+    /// How the process ended, if it has (it is not reaped: its id stays its own), for an
+    /// error that says why a runtime stopped answering.
+    pub fn ended(&self) -> Option<String> {
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        let pid = Pid::from_raw(self.child.id() as i32)?;
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        let status = waitid(WaitId::Pid(pid), options).ok()??;
+        Some(match (status.exit_status(), status.terminating_signal()) {
+            (_, Some(signal)) => format!("the process was killed by signal {signal}"),
+            (Some(code), None) => format!("the process exited with status {code}"),
+            (None, None) => "the process ended".into(),
+        })
+    }
+
     /// A process that has gone already is left alone: the next request to it fails.
     fn signal(&self, signal: Signal) {
         if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
@@ -152,5 +166,25 @@ mod tests {
         assert!(cpu() > paused, "a resumed process did not run");
         server.pause();
         server.stop();
+    }
+
+    #[test]
+    fn a_server_that_ended_says_how() {
+        let server = |script: &str| Server {
+            child: Command::new("sh").args(["-c", script]).spawn().unwrap(),
+            addr: "127.0.0.1:9".parse().unwrap(),
+            admin: None,
+            tls: None,
+            started_in: Duration::ZERO,
+        };
+        let running = server("sleep 5");
+        let exited = server("exit 3");
+        let killed = server("kill -9 $$");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(running.ended(), None);
+        assert_eq!(exited.ended().as_deref(), Some("the process exited with status 3"));
+        assert_eq!(killed.ended().as_deref(), Some("the process was killed by signal 9"));
+        // Not reaped: asking again gives the same answer.
+        assert_eq!(killed.ended().as_deref(), Some("the process was killed by signal 9"));
     }
 }

@@ -134,7 +134,7 @@ pub fn measure(
             server.resume();
             let ramp = ramp(server, reach, templates, settings, cpus);
             server.pause();
-            let (connections, ramp) = ramp?;
+            let (connections, ramp) = ramp.map_err(|e| with_end(e, server))?;
             Ok(Capacity { workload, transport, connections, ramp, rounds: Vec::new() })
         })
         .collect();
@@ -181,11 +181,20 @@ pub fn measure(
             server.pause();
             match measured {
                 Ok(r) => capacity.rounds.push(r),
-                Err(e) => out[k] = Err(e.context(format!("round {}", round + 1))),
+                Err(e) => out[k] = Err(with_end(e, server).context(format!("round {}", round + 1))),
             }
         }
     }
     Ok(out)
+}
+
+/// `error`, with how `server`'s process ended if it has: a refused connection alone does not
+/// say whether the runtime crashed or was killed.
+fn with_end(error: anyhow::Error, server: &Server) -> anyhow::Error {
+    match server.ended() {
+        Some(end) => error.context(end),
+        None => error,
+    }
 }
 
 fn spec(
