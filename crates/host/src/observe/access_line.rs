@@ -1,5 +1,5 @@
-//! The access line, written straight into the log queue: [`write`] formats a request's
-//! [`Line`] itself, byte for byte the line `tracing`'s own text or JSON formatter would write
+//! The access line, written straight into the log queue: `write` formats a request's
+//! `Line` itself, byte for byte the line `tracing`'s own text or JSON formatter would write
 //! for the same event, and hands it to the [`LogWriter`] after one level check. The event's
 //! dispatch (the subscriber, its layers and filters, a visitor per field) is skipped, and so
 //! is `core::fmt` per field: strings that need no escaping are copied as they are, numbers go
@@ -8,7 +8,7 @@
 //!
 //! The process turns this on once its subscriber is in place ([`install`]). Until then, on a
 //! terminal (in colour), under a filter that depends on spans, and for a line with a value
-//! that needs escaping, [`write`] answers `false` and the caller emits the `tracing` event
+//! that needs escaping, `write` answers `false` and the caller emits the `tracing` event
 //! after all.
 
 use std::cell::RefCell;
