@@ -69,6 +69,10 @@ pub struct BenchCommand {
     /// The JS comparators' directory (default: bench/node here, else in the source tree).
     #[arg(long, value_name = "DIR")]
     node_dir: Option<PathBuf>,
+    /// The `wasmtime` CLI the `wasmtime-serve` runtime runs (default: what
+    /// bench/wasmtime/install put in bench/wasmtime/bin, here or in the source tree).
+    #[arg(long, value_name = "PATH")]
+    wasmtime: Option<PathBuf>,
     /// Also measure GET /kv/user:1 of each runtime with wrk (an outside load tool; Debian:
     /// `apt-get install wrk`) at about the first rate, and report how far the lab is from it.
     #[arg(long, value_name = "WRK", num_args = 0..=1, default_missing_value = "wrk")]
@@ -149,7 +153,11 @@ impl BenchCommand {
         plan.tls = self.tls;
         let env = Environment {
             edgegate: std::env::current_exe().context("finding the edgegate binary")?,
-            node_dir: self.node_dir.clone().unwrap_or_else(default_node_dir),
+            node_dir: self.node_dir.clone().unwrap_or_else(|| in_tree("bench/node")),
+            wasmtime: self
+                .wasmtime
+                .clone()
+                .unwrap_or_else(|| in_tree("bench/wasmtime/bin/wasmtime")),
             tls: if self.tls { Some(lab_certificate(&work)?) } else { None },
             work,
         };
@@ -188,14 +196,14 @@ fn lab_certificate(work: &Path) -> anyhow::Result<LabTls> {
     Ok(LabTls { cert, key, ca })
 }
 
-/// `bench/node` in the working directory, else the one in the source tree this binary was
-/// built from.
-fn default_node_dir() -> PathBuf {
-    let here = Path::new("bench/node");
-    if here.is_dir() {
+/// `path` in the working directory, else the one in the source tree this binary was built
+/// from.
+fn in_tree(path: &str) -> PathBuf {
+    let here = Path::new(path);
+    if here.exists() {
         return here.canonicalize().unwrap_or_else(|_| here.to_path_buf());
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/node")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
 /// The lab's native-Rust comparator: the workloads on plain hyper (started by `edgegate bench`).

@@ -27,6 +27,19 @@ fn comparators_installed() -> bool {
     installed
 }
 
+/// Whether `bench/wasmtime/install` has run: skipped loudly when it has not, a failure with
+/// EDGEGATE_REQUIRE_COMPARATORS=1 (as in CI).
+fn wasmtime_installed() -> bool {
+    let installed =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/wasmtime/bin/wasmtime").is_file();
+    if !installed {
+        let why = "bench/wasmtime/bin/wasmtime is missing: run bench/wasmtime/install (needs pip)";
+        assert!(std::env::var("EDGEGATE_REQUIRE_COMPARATORS").as_deref() != Ok("1"), "{why}");
+        eprintln!("!!! SKIPPED: the wasmtime serve comparator: {why}");
+    }
+    installed
+}
+
 fn bench(out: &Path, args: &[&str]) -> serde_json::Value {
     let status = Command::new(env!("CARGO_BIN_EXE_edgegate"))
         .arg("bench")
@@ -176,16 +189,18 @@ fn missing_comparators_are_reported_and_the_rest_run() {
         out.path(),
         &[
             "--runtimes",
-            "node,workerd,native",
+            "node,workerd,native,wasmtime-serve",
             "--workloads",
             "db-lookup",
             "--rates",
             "200",
             "--node-dir",
             empty.path().to_str().unwrap(),
+            "--wasmtime",
+            empty.path().join("wasmtime").to_str().unwrap(),
         ],
     );
-    for name in ["node", "workerd"] {
+    for name in ["node", "workerd", "wasmtime-serve"] {
         let missing = runtime(&results, name)["missing"].as_str().unwrap_or_default().to_string();
         assert!(missing.contains("install") || missing.contains("PATH"), "{name}: {missing}");
     }
@@ -374,6 +389,7 @@ mod capacity {
         assert!(alive.rounds.iter().all(|r| r.ok > 0), "{alive:?}");
         let why = format!("{:#}", measured[1].as_ref().expect_err("the dead one fails"));
         assert!(why.contains("round 1") && why.contains("refused"), "{why}");
+        assert!(why.contains("killed by signal 9"), "how it ended: {why}");
     }
 
     #[test]
@@ -461,11 +477,18 @@ mod capacity {
     /// `edgegate-component` serves static-json through `echo-json-component`: its answers
     /// check out byte for byte and it is measured beside edgegate's core module, with the
     /// same closed loop; it serves nothing else, and says so instead of a wrong answer.
+    /// `wasmtime serve`, the reference host, runs the same file beside it, likewise.
     #[test]
     #[ignore = "measures CPU: run alone, as scripts/test does"]
     fn the_component_twin_of_static_json_is_measured_beside_the_core_module() {
         let out = tempfile::tempdir().unwrap();
-        let args = ["--capacity", "--runtimes", "edgegate,edgegate-component"];
+        let with_wasmtime = super::wasmtime_installed();
+        let runtimes = if with_wasmtime {
+            "edgegate,edgegate-component,wasmtime-serve"
+        } else {
+            "edgegate,edgegate-component"
+        };
+        let args = ["--capacity", "--runtimes", runtimes];
         let workloads = ["--workloads", "static-json,db-lookup", "--rounds", "1"];
         let results = super::bench(out.path(), &[&args[..], &workloads[..]].concat());
         let capacity = |name: &str, workload: &str| {
@@ -483,21 +506,31 @@ mod capacity {
         };
         measured("edgegate", "static-json");
         measured("edgegate", "db-lookup");
-        measured("edgegate-component", "static-json");
-        assert_eq!(capacity("edgegate-component", "db-lookup"), None, "it serves no db-lookup");
+        let hosts: &[(&str, &str)] = if with_wasmtime {
+            &[("edgegate-component", "wasi:http component"), ("wasmtime-serve", "wasmtime 49.0.3")]
+        } else {
+            &[("edgegate-component", "wasi:http component")]
+        };
+        for &(name, version) in hosts {
+            measured(name, "static-json");
+            assert_eq!(capacity(name, "db-lookup"), None, "{name} serves no db-lookup");
+            let host = super::runtime(&results, name);
+            let checks = host["checks"].as_array().unwrap();
+            assert_eq!(checks.len(), 1, "{name}: {checks:?}");
+            assert_eq!(
+                (&checks[0]["workload"], &checks[0]["ok"]),
+                (&"static-json".into(), &true.into()),
+                "{name}"
+            );
+            assert!(host["version"].as_str().unwrap().contains(version), "{host}");
+        }
         let component = super::runtime(&results, "edgegate-component");
-        let checks = component["checks"].as_array().unwrap();
-        assert_eq!(checks.len(), 1, "{checks:?}");
-        assert_eq!(
-            (&checks[0]["workload"], &checks[0]["ok"]),
-            (&"static-json".into(), &true.into())
-        );
-        assert!(component["version"].as_str().unwrap().contains("wasi:http component"));
         // Its start and hot swap are the component's own: a new version compiled, then swapped.
         let starts = component["cold_start"].as_array().unwrap();
         assert!(starts.iter().any(|s| s["what"].as_str().unwrap().contains("POST /reload")));
         let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
         assert!(report.contains("| edgegate-component |"), "{report}");
+        assert!(!with_wasmtime || report.contains("| wasmtime-serve |"), "{report}");
     }
 
     /// `--tls`: every runtime that serves TLS is measured over it three ways, beside plain

@@ -9,6 +9,7 @@
 //! | `node` | `node bench/node/server.mjs` (node:http, node:crypto, sharp) | `bench/node/install` |
 //! | `workerd` | `workerd serve` of `bench/node/worker.mjs` (jpeg-js for the image) | `bench/node/install` |
 //! | `native` | `edgegate bench-native`: the same logic on plain hyper, no Wasm | this build |
+//! | `wasmtime-serve` | `wasmtime serve` 49 of `echo-json-component`, static-json only (on request) | `bench/wasmtime/install` |
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +41,11 @@ pub enum Runtime {
     Workerd,
     /// The same logic as native Rust on hyper, no Wasm.
     Native,
+    /// `wasmtime serve`, the Bytecode Alliance's reference host for `wasi:http` components,
+    /// at its defaults, serving the same `echo-json-component` file as
+    /// [`Self::EdgegateComponent`]: on request only (`--runtimes wasmtime-serve`), static-json
+    /// only.
+    WasmtimeServe,
 }
 
 impl Runtime {
@@ -47,7 +53,7 @@ impl Runtime {
     pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
 
     /// Every runtime `--runtimes` accepts.
-    pub const NAMED: [Self; 7] = [
+    pub const NAMED: [Self; 8] = [
         Self::Edgegate,
         Self::EdgegateInfo,
         Self::EdgegateWasm,
@@ -55,6 +61,7 @@ impl Runtime {
         Self::Node,
         Self::Workerd,
         Self::Native,
+        Self::WasmtimeServe,
     ];
 
     /// The name in reports and on the command line.
@@ -67,6 +74,7 @@ impl Runtime {
             Self::Node => "node",
             Self::Workerd => "workerd",
             Self::Native => "native",
+            Self::WasmtimeServe => "wasmtime-serve",
         }
     }
 
@@ -83,8 +91,10 @@ impl Runtime {
         )
     }
 
-    /// Whether it serves `workload` (every runtime but `edgegate-component` serves them all).
+    /// Whether it serves `workload`: the two that run `echo-json-component` serve static-json
+    /// only, every other runtime serves them all.
     pub fn serves(self, workload: Workload) -> bool {
-        self != Self::EdgegateComponent || workload == Workload::StaticJson
+        !matches!(self, Self::EdgegateComponent | Self::WasmtimeServe)
+            || workload == Workload::StaticJson
     }
 }

@@ -25,6 +25,7 @@ fn colour(runtime: Runtime) -> RGBColor {
         Runtime::Node => RGBColor(0x3C, 0x87, 0x3A),
         Runtime::Workerd => RGBColor(0xF3, 0x8A, 0x20),
         Runtime::Native => RGBColor(0x4A, 0x5C, 0xC8),
+        Runtime::WasmtimeServe => RGBColor(0x65, 0x4F, 0x9E),
     }
 }
 

@@ -17,6 +17,7 @@
 //! let env = Environment {
 //!     edgegate: "target/release/edgegate".into(),
 //!     node_dir: "bench/node".into(),
+//!     wasmtime: "bench/wasmtime/bin/wasmtime".into(),
 //!     work: "/tmp/lab/work".into(),
 //!     tls: None,
 //! };

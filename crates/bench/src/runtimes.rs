@@ -31,6 +31,9 @@ pub struct Environment {
     pub edgegate: PathBuf,
     /// `bench/node` of the repository: the JS comparators and their `node_modules`.
     pub node_dir: PathBuf,
+    /// The `wasmtime` CLI for `wasmtime serve` (`bench/wasmtime/install` puts it in
+    /// `bench/wasmtime/bin`).
+    pub wasmtime: PathBuf,
     /// A scratch directory for configurations, data, caches and logs.
     pub work: PathBuf,
     /// A certificate for `localhost` that every runtime serves TLS with, when the lab
@@ -176,6 +179,9 @@ cpu = "250ms"
 request_body = "8MiB"
 "#;
 
+/// The `wasmtime serve` the lab compares with: the version `bench/wasmtime/install` pins.
+const WASMTIME_SERVE_VERSION: &str = "wasmtime 49.0.3 ";
+
 /// The lab's edgegate configuration for `runtime` (an edgegate one).
 fn edgegate_config(runtime: Runtime) -> String {
     let image = match runtime {
@@ -301,6 +307,37 @@ impl Environment {
                     version: format!("node {node}, sharp {sharp}"),
                     program: "node".into(),
                     args: vec![self.node_dir.join("server.mjs").into()],
+                    env,
+                    log,
+                    dir,
+                })
+            }
+            Runtime::WasmtimeServe => {
+                let version = version_of(&self.wasmtime, &["--version"]).ok_or_else(|| {
+                    format!(
+                        "{} is not installed: run bench/wasmtime/install",
+                        self.wasmtime.display()
+                    )
+                })?;
+                if !version.starts_with(WASMTIME_SERVE_VERSION) {
+                    return Err(format!(
+                        "{} is {version}, not {WASMTIME_SERVE_VERSION}: run bench/wasmtime/install",
+                        self.wasmtime.display()
+                    ));
+                }
+                write("echo-json-component.wasm", edgegate_guests::ECHO_JSON_COMPONENT)?;
+                let component = dir.join("echo-json-component.wasm");
+                Ok(Prepared {
+                    runtime,
+                    version: format!("{version}, serve at its defaults"),
+                    program: self.wasmtime.clone(),
+                    args: args(&[
+                        "serve".as_ref(),
+                        "--addr".as_ref(),
+                        "127.0.0.1:{port}".as_ref(),
+                        "--no-logging-prefix".as_ref(),
+                        component.as_os_str(),
+                    ]),
                     env,
                     log,
                     dir,
@@ -549,11 +586,48 @@ mod tests {
     }
 
     #[test]
+    fn wasmtime_serve_runs_the_components_file_and_only_the_pinned_version() {
+        assert_eq!(Runtime::from_name("wasmtime-serve"), Some(Runtime::WasmtimeServe));
+        assert!(!Runtime::ALL.contains(&Runtime::WasmtimeServe), "on request only");
+        let served: Vec<_> =
+            Workload::ALL.into_iter().filter(|&w| Runtime::WasmtimeServe.serves(w)).collect();
+        assert_eq!(served, [Workload::StaticJson]);
+        let work = tempfile::tempdir().unwrap();
+        // A stand-in CLI that only answers `--version`, as the given version.
+        let cli = |version: &str| {
+            let path = work.path().join(format!("wasmtime-{version}"));
+            fs::write(&path, format!("#!/bin/sh\necho 'wasmtime {version} (abc 2026-10-14)'\n"))
+                .unwrap();
+            fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            path
+        };
+        let env = |wasmtime: PathBuf| Environment {
+            edgegate: "edgegate".into(),
+            node_dir: "bench/node".into(),
+            wasmtime,
+            work: work.path().into(),
+            tls: None,
+        };
+        let fixtures = Fixtures::generate();
+        let prepared = env(cli("49.0.3")).prepare(Runtime::WasmtimeServe, &fixtures).unwrap();
+        let component = prepared.dir.join("echo-json-component.wasm");
+        assert_eq!(fs::read(&component).unwrap(), edgegate_guests::ECHO_JSON_COMPONENT);
+        assert_eq!(prepared.args[..3], ["serve", "--addr", "127.0.0.1:{port}"]);
+        assert_eq!(prepared.args.last(), Some(&component.into_os_string()));
+        let other = env(cli("48.0.0")).prepare(Runtime::WasmtimeServe, &fixtures).unwrap_err();
+        assert!(other.contains("not wasmtime 49.0.3"), "{other}");
+        let missing = env(work.path().join("none")).prepare(Runtime::WasmtimeServe, &fixtures);
+        assert!(missing.unwrap_err().contains("bench/wasmtime/install"));
+    }
+
+    #[test]
     fn edgegate_info_is_the_lab_configuration_at_the_default_log_level() {
         let work = tempfile::tempdir().unwrap();
         let env = Environment {
             edgegate: "edgegate".into(),
             node_dir: "bench/node".into(),
+            wasmtime: "bench/wasmtime/bin/wasmtime".into(),
             work: work.path().into(),
             tls: None,
         };
