@@ -180,7 +180,7 @@ request_body = "8MiB"
 "#;
 
 /// The `wasmtime serve` the lab compares with: the version `bench/wasmtime/install` pins.
-const WASMTIME_SERVE_VERSION: &str = "wasmtime 49.0.3 ";
+const WASMTIME_SERVE_VERSION: &str = "49.0.3";
 
 /// The lab's edgegate configuration for `runtime` (an edgegate one).
 fn edgegate_config(runtime: Runtime) -> String {
@@ -319,9 +319,10 @@ impl Environment {
                         self.wasmtime.display()
                     )
                 })?;
-                if !version.starts_with(WASMTIME_SERVE_VERSION) {
+                // `wasmtime 49.0.3 (f96eabaa1 2026-10-14)`
+                if version.split_whitespace().nth(1) != Some(WASMTIME_SERVE_VERSION) {
                     return Err(format!(
-                        "{} is {version}, not {WASMTIME_SERVE_VERSION}: run bench/wasmtime/install",
+                        "{} is {version}, not wasmtime {WASMTIME_SERVE_VERSION}: run bench/wasmtime/install",
                         self.wasmtime.display()
                     ));
                 }
