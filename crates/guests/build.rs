@@ -49,6 +49,7 @@ fn main() {
         "crates/sdk",
         "workers",
         "crates/guests/programs",
+        "crates/runtime/wit",
         "Cargo.lock",
         "Cargo.toml",
     ] {

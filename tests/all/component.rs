@@ -166,3 +166,111 @@ fn what_a_component_makes_the_host_hold_is_bounded_and_its_fault() {
     assert!(log.contains(r#"source="worker" error="worker_trap""#), "{log}");
     assert!(!log.contains("internal_error"), "{log}");
 }
+
+/// The std guest built for `wasm32-wasip2`; `None` (said loudly, and a failure where
+/// `EDGEGATE_REQUIRE_WASIP2=1`) when the toolchain lacks the target.
+pub(crate) fn wasip2_std() -> Option<&'static str> {
+    let path = edgegate_guests::WASIP2_STD;
+    if path.is_none() {
+        let why = "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)";
+        assert!(std::env::var("EDGEGATE_REQUIRE_WASIP2").as_deref() != Ok("1"), "{why}");
+        eprintln!("!!! SKIPPED: {why}");
+    }
+    path
+}
+
+/// A component built the usual way (wasm32-wasip2, wit-bindgen) reaches the gateway's KV
+/// namespaces through `wasi:keyvalue` and its config table through `wasi:config/store`: what
+/// it writes to a Redis namespace a core module reads, and a second gateway too; each call is
+/// counted as a module's are; Redis down is an error the guest sees and answers, and the
+/// gateway goes on serving.
+#[test]
+fn a_component_uses_kv_in_redis_and_config_through_the_standard_interfaces() {
+    let Some(component) = wasip2_std() else { return };
+    let Some(redis) = edgegate_testkit::redis::RedisServer::start("component_kv") else { return };
+    let config = format!(
+        r#"
+        {runtime}
+        [kv.shared]
+        backend = "redis"
+        url = {url:?}
+        timeout = "200ms"
+
+        [kv.local]
+
+        [workers.std]
+        module = "{component}"
+        kv = ["shared", "local"]
+        config = {{ greeting = "hello", region = "eu" }}
+        limits = {{ cpu = "500ms" }}
+
+        [workers.core]
+        module = "builtin:kv-lookup"
+        kv = ["shared"]
+        config = {{ namespace = "shared", prefix = "/core/" }}
+
+        [[routes]]
+        prefix = "/core/"
+        worker = "core"
+
+        [[routes]]
+        prefix = "/"
+        worker = "std"
+        "#,
+        runtime = runtime_section(),
+        url = redis.url(),
+    );
+    let (code, stdout, stderr) = check_exact(&config);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("wasi:keyvalue/store@0.2.0-draft"), "{stdout}");
+    assert!(stdout.contains("wasi:config/store@0.2.0-rc.1"), "{stdout}");
+
+    let one = Gateway::start(&config);
+    let two = Gateway::start(&config);
+    let put = |gw: &Gateway, path: &str, body: &[u8]| {
+        crate::support::http(gw.addr, "PUT", path, &[], body)
+    };
+    assert_eq!(put(&one, "/kv/shared/user:1", b"ada").status, 204);
+    assert_eq!(get(one.addr, "/kv/shared/user:1").text(), "ada");
+    assert_eq!(
+        get(one.addr, "/core/user:1").text(),
+        "ada",
+        "a module reads what a component wrote"
+    );
+    assert_eq!(get(two.addr, "/kv/shared/user:1").text(), "ada", "and another gateway");
+    assert_eq!(post(two.addr, "/incr/shared/hits?3", b"").text(), "3");
+    assert_eq!(post(one.addr, "/incr/shared/hits?4", b"").text(), "7");
+    // A memory namespace is this process's own.
+    assert_eq!(put(&one, "/kv/local/k", b"v").status, 204);
+    assert_eq!(get(one.addr, "/kv/local/k").text(), "v");
+    assert_eq!(get(two.addr, "/kv/local/k").status, 404);
+    let ungranted = get(one.addr, "/kv/elsewhere/k");
+    assert_eq!(ungranted.status, 502);
+    assert!(
+        ungranted.text().contains(r#"no KV namespace \"elsewhere\" is granted"#),
+        "{}",
+        ungranted.text()
+    );
+
+    assert_eq!(get(one.addr, "/config/greeting").text(), "hello");
+    assert_eq!(get(one.addr, "/config").text(), "greeting=hello\nregion=eu\n");
+
+    let ops = |op: &str| {
+        counter(
+            &one,
+            &format!("edgegate_kv_operations_total{{backend=\"redis\",op=\"{op}\",result=\"ok\"}}"),
+        )
+    };
+    // The module's get is counted beside the component's.
+    assert_eq!([ops("put"), ops("get"), ops("incr")], [1, 2, 1]);
+
+    redis.kill();
+    let down = get(one.addr, "/kv/shared/user:1");
+    assert_eq!(down.status, 502, "{}", down.text());
+    assert!(
+        down.text().contains("store unavailable") || down.text().contains("did not answer"),
+        "{}",
+        down.text()
+    );
+    assert_eq!(get(one.addr, "/kv/local/k").text(), "v", "the gateway serves on");
+}

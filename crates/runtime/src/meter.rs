@@ -57,6 +57,8 @@ pub(crate) struct Meter {
     ticks_seen: u32,
     /// Calls into the host so far.
     hostcalls: u32,
+    /// KV operations so far (a batch counts each key).
+    kv_ops: u32,
     deadline: Instant,
     /// The store's shape.
     shape: Shape,
@@ -89,6 +91,7 @@ impl Meter {
             memory_refused: false,
             ticks_seen: 0,
             hostcalls: 0,
+            kv_ops: 0,
             deadline,
             shape,
             memory_limit,
@@ -144,6 +147,18 @@ impl Meter {
             return Err(wasmtime::format_err!("host call budget of {budget} spent"));
         }
         Ok(())
+    }
+
+    /// Counts `ops` KV operations; past `budget`, refuses them (`false`) without counting
+    /// them. The guest is told, not stopped: what it answers is up to it.
+    pub(crate) fn kv(&mut self, ops: u32, budget: u32) -> bool {
+        match self.kv_ops.checked_add(ops) {
+            Some(total) if total <= budget => {
+                self.kv_ops = total;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Turns a failed instantiation or call into the kind of failure it was.

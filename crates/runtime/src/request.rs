@@ -33,8 +33,6 @@ pub(crate) struct RequestState {
     pub(crate) request_len: u32,
     pub(crate) request_id: RequestId,
     pub(crate) memory: Option<Memory>,
-    /// KV operations so far (a batch counts each key).
-    pub(crate) kv_ops: u32,
     /// An answer too large for the guest's buffer, kept for the same call again.
     pub(crate) kept: Option<Kept>,
     pub(crate) fetches: Fetches,
@@ -82,12 +80,10 @@ impl RequestState {
     /// Counts `ops` KV operations; past the budget, the guest gets `LimitExceeded` (and the
     /// operations are not counted).
     pub(crate) fn charge_kv(&mut self, ops: u32) -> Result<(), edgegate_abi::HostError> {
-        match self.kv_ops.checked_add(ops) {
-            Some(total) if total <= self.worker.limits.kv_ops => {
-                self.kv_ops = total;
-                Ok(())
-            }
-            _ => Err(edgegate_abi::HostError::LimitExceeded),
+        if self.meter.kv(ops, self.worker.limits.kv_ops) {
+            Ok(())
+        } else {
+            Err(edgegate_abi::HostError::LimitExceeded)
         }
     }
 }
@@ -235,7 +231,6 @@ fn new_store(
         request_len,
         request_id,
         memory: None,
-        kv_ops: 0,
         kept: None,
         fetches: Fetches::default(),
         blobs: Vec::new(),

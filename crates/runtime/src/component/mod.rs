@@ -24,9 +24,14 @@
 //! Linked: the proxy world (`wasi:http/types`, `wasi:http/outgoing-handler`, `wasi:io`,
 //! `wasi:clocks`, `wasi:random`, `wasi:cli/std{in,out,err}`), and for guests built with `std`
 //! the `wasi:cli` environment (empty), exit (a trap), terminal interfaces (none) and
-//! `wasi:random/insecure{,-seed}`. Any other import is refused at load, by name.
+//! `wasi:random/insecure{,-seed}`; and edgegate's KV and configuration through
+//! `wasi:keyvalue` and `wasi:config/store`. Any other import is refused at load, by name.
 
+mod bindings;
+mod bucket;
+mod config;
 mod held;
+mod keyvalue;
 mod outbound;
 pub(crate) mod provided;
 mod state;
@@ -73,6 +78,12 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<ComponentState>
     cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
     cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
     cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    use bindings::{config, keyvalue};
+    use wasmtime::component::HasSelf;
+    keyvalue::store::add_to_linker::<T, HasSelf<T>>(l, |t| t)?;
+    keyvalue::atomics::add_to_linker::<T, HasSelf<T>>(l, |t| t)?;
+    keyvalue::batch::add_to_linker::<T, HasSelf<T>>(l, |t| t)?;
+    config::store::add_to_linker::<T, HasSelf<T>>(l, |t| t)?;
     Ok(linker)
 }
 

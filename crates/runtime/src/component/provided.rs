@@ -1,7 +1,9 @@
 //! The WASI and wasi:http interfaces edgegate links for components. A leaf: loading checks a
 //! component's imports against it, and the load error lists it.
 
-/// The interfaces a component may import, without their versions (any `0.2.x`).
+/// The interfaces a component may import, without their versions: any `0.2.x` of WASI's
+/// own, and the one draft of `wasi:keyvalue` (`0.2.0-draft`) and of `wasi:config`
+/// (`0.2.0-rc.1`) that Wasmtime 48 implements (another fails to link, naming it).
 pub(crate) const PROVIDED: &[&str] = &[
     "wasi:http/types",
     "wasi:http/outgoing-handler",
@@ -23,6 +25,10 @@ pub(crate) const PROVIDED: &[&str] = &[
     "wasi:cli/terminal-stdin",
     "wasi:cli/terminal-stdout",
     "wasi:cli/terminal-stderr",
+    "wasi:keyvalue/store",
+    "wasi:keyvalue/atomics",
+    "wasi:keyvalue/batch",
+    "wasi:config/store",
 ];
 
 /// Whether a component may import `name` (`wasi:http/types@0.2.12`, say): an interface

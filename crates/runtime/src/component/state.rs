@@ -33,7 +33,7 @@ pub(crate) struct ComponentState {
     pub(crate) request_id: RequestId,
     wasi: WasiCtx,
     http: WasiHttpCtx,
-    table: ResourceTable,
+    pub(super) table: ResourceTable,
     outbound: Outbound,
     pub(crate) stdout: MemoryOutputPipe,
     pub(crate) stderr: MemoryOutputPipe,

@@ -224,18 +224,24 @@ async fn a_component_s_outbound_requests_are_the_worker_s_fetches() {
     assert_eq!(refused.body(), "ErrorCode::HttpRequestDenied", "no fetcher: none");
 }
 
+/// The std guest for `wasm32-wasip2`; `None` (said loudly, and a failure where
+/// `EDGEGATE_REQUIRE_WASIP2=1`) when the toolchain lacks the target.
+fn wasip2_std() -> Option<Vec<u8>> {
+    let Some(path) = guests::WASIP2_STD else {
+        let why = "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)";
+        assert!(std::env::var("EDGEGATE_REQUIRE_WASIP2").as_deref() != Ok("1"), "{why}");
+        eprintln!("!!! SKIPPED: {why}");
+        return None;
+    };
+    Some(std::fs::read(path).unwrap())
+}
+
 /// A std guest for `wasm32-wasip2` (the `wasi` crate), as most Rust wasi:http code is built:
 /// it imports the cli environment, exit and terminal interfaces and `insecure-seed`, which
 /// edgegate links as empty, a trap and none.
 #[tokio::test]
 async fn a_std_guest_built_for_wasm32_wasip2_loads_and_serves() {
-    let Some(path) = guests::WASIP2_STD else {
-        let why = "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)";
-        assert!(std::env::var("EDGEGATE_REQUIRE_WASIP2").as_deref() != Ok("1"), "{why}");
-        eprintln!("!!! SKIPPED: {why}");
-        return;
-    };
-    let wasm = std::fs::read(path).unwrap();
+    let Some(wasm) = wasip2_std() else { return };
     let worker =
         load_bytes(&wasm, Limits { cpu: Duration::from_millis(200), ..Limits::default() }, &[])
             .unwrap_or_else(|e| panic!("{e}"));
@@ -308,4 +314,82 @@ async fn a_component_fetches_a_granted_upstream_by_the_upstream_scheme() {
     let ok =
         response(&worker, request("GET", "/fetch?upstream://allowed.test/profile", &[], "")).await;
     assert_eq!(ok.body(), "200 fetched upstream://allowed.test/profile");
+}
+
+/// `wasi:keyvalue` and `wasi:config/store` from a guest bound with wit-bindgen: buckets are
+/// the worker's granted namespaces, shared with every request (and with modules); the
+/// worker's `kv_ops` and `kv_value` limits hold; a namespace not granted is an error naming
+/// it; config is the worker's table.
+#[tokio::test]
+async fn a_component_reads_and_writes_its_kv_namespaces_and_reads_its_config() {
+    use edgegate_kv::{MemoryStore, Namespace, Store};
+    let Some(wasm) = wasip2_std() else { return };
+    let shared = Arc::new(MemoryStore::new(8 << 20));
+    let namespace =
+        |name: &str| Namespace { name: name.into(), store: Store::Memory(shared.clone()) };
+    let limits =
+        Limits { cpu: Duration::from_millis(500), kv_ops: 12, kv_value: 64, ..Limits::default() };
+    let mut spec = super::spec(&wasm, limits, &[("greeting", "hello"), ("region", "eu")]);
+    spec.kv = vec![namespace("users")];
+    let worker = runtime().load(spec).unwrap_or_else(|e| panic!("{e}"));
+    let call = |method: &'static str, path: &'static str, body: &'static str| {
+        let worker = worker.clone();
+        async move {
+            let answer = response(&worker, request(method, path, &[], body)).await;
+            (answer.status().as_u16(), String::from_utf8_lossy(answer.body()).into_owned())
+        }
+    };
+
+    assert_eq!(call("GET", "/kv/users/ada", "").await, (404, "missing".into()));
+    assert_eq!(call("PUT", "/kv/users/ada", "lovelace").await.0, 204);
+    // Kept: the next request, a fresh instance, reads it; so does the store itself.
+    assert_eq!(call("GET", "/kv/users/ada", "").await, (200, "lovelace".into()));
+    assert_eq!(shared.get_now(b"ada").as_deref(), Some(&b"lovelace"[..]));
+    assert_eq!(call("POST", "/incr/users/visits?5", "").await, (200, "5".into()));
+    assert_eq!(call("POST", "/incr/users/visits?2", "").await, (200, "7".into()));
+    assert_eq!(call("GET", "/keys/users", "").await, (200, "ada\nvisits".into()));
+    let batch = call("POST", "/batch/users", "").await;
+    assert_eq!(
+        batch,
+        (200, r#"[Some(("a", [49])), Some(("b", [50])), None] a exists: false"#.into())
+    );
+    assert_eq!(call("DELETE", "/kv/users/ada", "").await.0, 204);
+    assert_eq!(call("GET", "/kv/users/ada", "").await, (404, "missing".into()));
+
+    let (status, text) = call("GET", "/kv/orders/1", "").await;
+    assert_eq!(status, 502);
+    assert!(text.contains(r#"no KV namespace \"orders\" is granted"#), "{text}");
+    let (status, text) = call("PUT", "/kv/users/big", &*"x".repeat(65).leak()).await;
+    assert_eq!(status, 502);
+    assert!(text.contains("kv_value"), "{text}");
+    // The batch path makes 7 of the 12 operations a request may: each request has its own.
+    for _ in 0..3 {
+        assert_eq!(call("POST", "/batch/users", "").await.0, 200);
+    }
+
+    assert_eq!(call("GET", "/config/greeting", "").await, (200, "hello".into()));
+    assert_eq!(call("GET", "/config/missing", "").await, (404, "unset".into()));
+    assert_eq!(call("GET", "/config", "").await, (200, "greeting=hello\nregion=eu\n".into()));
+}
+
+/// A request's `kv_ops` budget is spent across its calls, batches counting each key.
+#[tokio::test]
+async fn a_component_s_kv_calls_are_held_to_its_kv_ops_budget() {
+    use edgegate_kv::{MemoryStore, Namespace, Store};
+    let Some(wasm) = wasip2_std() else { return };
+    let store = Store::Memory(Arc::new(MemoryStore::new(1 << 20)));
+    // The batch path makes 2 + 3 + 1 + 1 operations: 7.
+    let within = Limits { cpu: Duration::from_millis(500), kv_ops: 7, ..Limits::default() };
+    let over = Limits { kv_ops: 6, ..within.clone() };
+    for (limits, expected) in [(within, 200), (over, 502)] {
+        let mut spec = super::spec(&wasm, limits, &[]);
+        spec.kv = vec![Namespace { name: "n".into(), store: store.clone() }];
+        let worker = runtime().load(spec).unwrap();
+        let answer = response(&worker, request("POST", "/batch/n", &[], "")).await;
+        let text = String::from_utf8_lossy(answer.body()).into_owned();
+        assert_eq!(answer.status().as_u16(), expected, "{text}");
+        if expected == 502 {
+            assert!(text.contains("kv_ops limit of 6"), "{text}");
+        }
+    }
 }
