@@ -250,3 +250,181 @@ fn a_jwks_default_alg_does_not_hide_a_curve_key_and_a_key_without_one_is_named()
         "{stderr}"
     );
 }
+
+/// Routes that verify the bearer token in the host before anything serves them: an upstream
+/// with no worker, a core module and a component, with a worker's keys and policy or the
+/// route's own; the verified claims reach each as headers, never the client's copies.
+fn identity_config(origin: std::net::SocketAddr, component: &str) -> String {
+    let rsa = serde_json::to_string(&Signer::rs256().jwk(Some("r1"))).unwrap();
+    format!(
+        r#"
+        {runtime}
+        [upstreams.origin]
+        url = "http://{origin}"
+
+        [workers.auth]
+        module = "builtin:auth-router"
+
+        [workers.auth.jwt]
+        audiences = ["api"]
+        [[workers.auth.jwt.keys]]
+        kid = "h1"
+        alg = "HS256"
+        secret_env = "IDENTITY_TEST_SECRET"
+        [[workers.auth.jwt.keys]]
+        jwk = {rsa:?}
+
+        [workers.hostile]
+        module = "{hostile}"
+        upstreams = ["origin"]
+
+        [workers.std]
+        module = "{component}"
+        limits = {{ cpu = "500ms" }}
+
+        [[routes]]
+        name = "api"
+        prefix = "/api/"
+        upstream = "origin"
+        [routes.identity]
+        worker = "auth"
+        claims = {{ sub = "x-jwt-sub", plan = "x-jwt-plan" }}
+
+        [[routes]]
+        name = "module"
+        path = "/pass"
+        worker = "hostile"
+        [routes.identity]
+        worker = "auth"
+        claims = {{ sub = "x-jwt-sub" }}
+
+        [[routes]]
+        name = "component"
+        prefix = "/header/"
+        worker = "std"
+        [routes.identity]
+        claims = {{ sub = "x-jwt-sub", roles = "x-jwt-roles" }}
+        [routes.identity.jwt]
+        issuer = "https://issuer.test"
+        [[routes.identity.jwt.keys]]
+        alg = "HS256"
+        secret_env = "IDENTITY_TEST_SECRET"
+        "#,
+        runtime = runtime_section(),
+        hostile = edgegate_guests::HOSTILE,
+    )
+}
+
+#[test]
+fn a_route_verifies_the_bearer_token_and_passes_its_claims_as_headers() {
+    let Some(component) = crate::component::wasip2_std() else { return };
+    let origin = Origin::start();
+    let config = identity_config(origin.addr, component);
+    let secret = std::str::from_utf8(HMAC_SECRET).unwrap();
+    let env = [("IDENTITY_TEST_SECRET", secret)];
+    let mut gw = Gateway::start_with(&config, &[], &env);
+    let hs = Signer::hs256();
+    let exp = now() + 60;
+    let ada = hs.token(Some("h1"), &serde_json::json!({"sub": "ada", "aud": "api", "exp": exp}));
+    let get = |path: &str, headers: &[(&str, &str)]| http(gw.addr, "GET", path, headers, b"");
+    let with = |token: &str| format!("Bearer {token}");
+
+    // An upstream with no worker: the claim replaces the client's copy; an absent claim's
+    // header is removed, not passed on.
+    let auth = with(&ada);
+    let reply =
+        get("/api/x", &[("authorization", &auth), ("x-jwt-sub", "root"), ("X-Jwt-Plan", "gold")]);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let seen = origin.seen().pop().unwrap();
+    assert_eq!(seen.header("x-jwt-sub"), Some("ada"));
+    assert_eq!(seen.header("x-jwt-plan"), None, "{}", seen.head);
+    // A core module: what it forwards carries the verified claim.
+    let reply = get("/pass", &[("authorization", &auth), ("x-jwt-sub", "root")]);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(origin.seen().pop().unwrap().header("x-jwt-sub"), Some("ada"));
+    // A component, with the route's own keys and policy (an issuer): a string claim as its
+    // text, an array's strings joined with `,` (as auth-router's claim headers are).
+    let claims = serde_json::json!({"sub": "bo", "roles": ["a", "b"], "iss": "https://issuer.test", "exp": exp});
+    let bo = with(&hs.token(None, &claims));
+    assert_eq!(get("/header/x-jwt-sub", &[("authorization", &bo)]).text(), "bo");
+    assert_eq!(get("/header/x-jwt-roles", &[("authorization", &bo)]).text(), "a,b");
+    let no_issuer = with(&hs.token(None, &serde_json::json!({"sub": "bo", "exp": exp})));
+    assert_eq!(get("/header/x-jwt-sub", &[("authorization", &no_issuer)]).error(), "invalid_token");
+    let seen_before = origin.seen().len();
+
+    // The attacks auth-router is tested against, on the upstream route.
+    let missing = get("/api/x", &[("x-jwt-sub", "root")]);
+    assert_eq!((missing.status, missing.header("www-authenticate")), (401, Some("Bearer")));
+    assert_eq!(missing.error(), "missing_token");
+    assert_eq!(missing.header("cache-control"), Some("no-store"));
+    let other = Signer::hmac(edgegate_runtime::keys::Alg::Hs256, &[1; 32]);
+    let claims = serde_json::json!({"sub": "ada", "aud": "api", "exp": exp});
+    let unsigned = format!(
+        "{}.{}.",
+        edgegate_testkit::b64(br#"{"alg":"none","typ":"JWT"}"#),
+        edgegate_testkit::b64(claims.to_string().as_bytes())
+    );
+    // An HS256 token "signed" with the RSA key's public JWK, naming the RSA key: the key
+    // decides the algorithm, never the token.
+    let confused = Signer::hmac(edgegate_runtime::keys::Alg::Hs256, rsa_public_bytes().as_bytes());
+    let attacks = [
+        ("forged", other.token(Some("h1"), &claims)),
+        ("alg none", unsigned),
+        (
+            "expired",
+            hs.token(
+                Some("h1"),
+                &serde_json::json!({"sub": "ada", "aud": "api", "exp": now() - 3600}),
+            ),
+        ),
+        (
+            "wrong audience",
+            hs.token(Some("h1"), &serde_json::json!({"sub": "ada", "aud": "web", "exp": exp})),
+        ),
+        ("unknown kid", hs.token(Some("h9"), &claims)),
+        ("kid with a path", hs.token(Some("../../h1"), &claims)),
+        ("kid of the RSA key", confused.token(Some("r1"), &claims)),
+        (
+            "duplicate claim",
+            hs.raw_token(
+                r#"{"alg":"HS256","kid":"h1"}"#,
+                &format!(r#"{{"sub":"ada","sub":"root","aud":"api","exp":{exp}}}"#),
+            ),
+        ),
+        (
+            "duplicate header key",
+            hs.raw_token(r#"{"alg":"HS256","alg":"none","kid":"h1"}"#, &claims.to_string()),
+        ),
+        ("no exp", hs.token(Some("h1"), &serde_json::json!({"sub": "ada", "aud": "api"}))),
+    ];
+    for (attack, token) in &attacks {
+        let reply = get("/api/x", &[("authorization", &with(token)), ("x-jwt-sub", "root")]);
+        assert_eq!(
+            (reply.status, reply.header("www-authenticate"), reply.error().as_str()),
+            (401, Some("Bearer error=\"invalid_token\""), "invalid_token"),
+            "{attack}"
+        );
+    }
+    assert_eq!(origin.seen().len(), seen_before, "nothing refused reached the upstream");
+    let outcomes = |route: &str, outcome: &str| {
+        crate::support::counter(
+            &gw,
+            &format!("edgegate_route_identity_total{{route=\"{route}\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(outcomes("api", "verified"), 1);
+    assert_eq!(outcomes("api", "missing"), 1);
+    assert_eq!(outcomes("api", "invalid"), attacks.len() as u64);
+    assert_eq!(outcomes("component", "invalid"), 1);
+
+    let (_, log) = gw.stop();
+    assert!(log.contains(r#"error="invalid_token""#), "{log}");
+    assert!(log.contains("the bearer token: bad_signature"), "{log}");
+    assert!(log.contains("the bearer token: alg_none"), "{log}");
+}
+
+/// The RFC 7515 A.2 RSA key's public JWK as text, what a confused verifier might take for an
+/// HMAC secret.
+fn rsa_public_bytes() -> String {
+    serde_json::to_string(&Signer::rs256().jwk(Some("r1"))).unwrap()
+}

@@ -20,6 +20,7 @@ use serde::Deserialize;
 pub(crate) mod deploy;
 mod error;
 mod fetch;
+mod identity;
 mod image;
 mod jwt;
 mod kv;
@@ -36,6 +37,7 @@ pub use deploy::{DeployConfig, Deployed};
 pub use error::ConfigError;
 use error::Unreadable;
 pub use fetch::FetchConfig;
+pub use identity::IdentityConfig;
 pub use image::ImageConfig;
 pub use jwt::{JwtConfig, KeySourceConfig};
 pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
@@ -406,6 +408,33 @@ mod tests {
             "workers.w.limits.cpu"
         );
         assert_eq!(key("[server]\nmax_header_bytes = 100\n".into()), "server.max_header_bytes");
+    }
+
+    #[test]
+    fn a_route_identity_names_its_keys_once_and_sets_headers_it_may() {
+        let config = |identity: &str| {
+            format!(
+                "[workers.w]\nmodule = \"m\"\n[workers.k]\nmodule = \"m\"\n\
+                 [workers.k.jwt]\nkeys = [{{ alg = \"HS256\", secret_env = \"S\" }}]\n\
+                 [[routes]]\npath = \"/\"\nworker = \"w\"\n[routes.identity]\n{identity}\n"
+            )
+        };
+        let key = |identity: &str| error(&config(identity)).key.unwrap();
+        assert!(load(&config("worker = \"k\"\nclaims = { sub = \"x-jwt-sub\" }")).is_ok());
+        let inline = "claims = { sub = \"x-sub\" }\n[routes.identity.jwt]\n\
+                      keys = [{ alg = \"HS256\", secret_env = \"S\" }]";
+        assert!(load(&config(inline)).is_ok());
+        assert_eq!(key(""), "routes[0].identity");
+        assert_eq!(key("worker = \"w\""), "routes[0].identity.worker", "no [workers.w.jwt]");
+        assert_eq!(key("worker = \"none\""), "routes[0].identity.worker");
+        assert_eq!(key("worker = \"k\"\n[routes.identity.jwt]\nkeys = []"), "routes[0].identity");
+        assert_eq!(key("[routes.identity.jwt]\nkeys = []"), "routes[0].identity.jwt.keys");
+        for header in ["Authorization", "host", "content-length", "a b"] {
+            let claims = format!("worker = \"k\"\nclaims = {{ sub = \"{header}\" }}");
+            assert_eq!(key(&claims), "routes[0].identity.claims.sub", "{header}");
+        }
+        let twice = "worker = \"k\"\nclaims = { sub = \"x-id\", oid = \"X-Id\" }";
+        assert!(key(twice).starts_with("routes[0].identity.claims."), "{}", key(twice));
     }
 
     #[test]

@@ -71,6 +71,13 @@ pub enum ErrorKind {
     UpstreamTimeout,
     /// The concurrency limit was reached and the wait for a slot timed out.
     Overloaded,
+    /// The route's `identity` needs a bearer token, and the request has none.
+    MissingToken,
+    /// The route's `identity` refused the bearer token (the log says why).
+    InvalidToken,
+    /// The route's `identity` cannot check tokens now: its keys come from a JWKS URL that has
+    /// been down past its staleness.
+    KeysUnavailable,
 }
 
 impl ErrorKind {
@@ -84,13 +91,15 @@ impl ErrorKind {
             | Self::BadRequest
             | Self::TooManyHeaders
             | Self::InvalidHost
-            | Self::InvalidPath => Source::Client,
+            | Self::InvalidPath
+            | Self::MissingToken
+            | Self::InvalidToken => Source::Client,
             Self::Exec(kind) if kind.is_host() => Source::Host,
             Self::Exec(_) | Self::UnknownUpstream | Self::UpstreamNotGranted => Source::Worker,
             Self::UpstreamConnect | Self::UpstreamBadResponse | Self::UpstreamTimeout => {
                 Source::Upstream
             }
-            Self::Overloaded => Source::Host,
+            Self::Overloaded | Self::KeysUnavailable => Source::Host,
         }
     }
 
@@ -106,7 +115,8 @@ impl ErrorKind {
             Self::UnknownUpstream | Self::UpstreamNotGranted => StatusCode::INTERNAL_SERVER_ERROR,
             Self::UpstreamConnect | Self::UpstreamBadResponse => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Overloaded | Self::KeysUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::MissingToken | Self::InvalidToken => StatusCode::UNAUTHORIZED,
             // Every kind by name: a new one does not compile until it has its status.
             Self::Exec(kind) => match kind {
                 ExecErrorKind::CpuBudgetExceeded
@@ -144,6 +154,9 @@ impl ErrorKind {
             Self::UpstreamBadResponse => "upstream_bad_response",
             Self::UpstreamTimeout => "upstream_timeout",
             Self::Overloaded => "overloaded",
+            Self::MissingToken => "missing_token",
+            Self::InvalidToken => "invalid_token",
+            Self::KeysUnavailable => "keys_unavailable",
             Self::Exec(kind) => kind.code(),
         }
     }
@@ -151,7 +164,11 @@ impl ErrorKind {
     /// Seconds after which a retry may succeed, for `Retry-After`: only when the gateway was
     /// too busy, not when the request itself was at fault.
     pub fn retry_after(&self) -> Option<u32> {
-        matches!(self, Self::Overloaded | Self::Exec(ExecErrorKind::Capacity)).then_some(1)
+        matches!(
+            self,
+            Self::Overloaded | Self::KeysUnavailable | Self::Exec(ExecErrorKind::Capacity)
+        )
+        .then_some(1)
     }
 }
 
@@ -179,6 +196,16 @@ impl RequestError {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(seconds) = self.kind.retry_after() {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        // RFC 6750 §3: no error code when no credentials were sent.
+        let challenge = match self.kind {
+            ErrorKind::MissingToken => Some("Bearer"),
+            ErrorKind::InvalidToken => Some("Bearer error=\"invalid_token\""),
+            _ => None,
+        };
+        if let Some(challenge) = challenge {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         }
         if let ErrorKind::MethodNotAllowed(methods) = &self.kind {
             let allow = methods.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
@@ -231,6 +258,9 @@ mod tests {
             UpstreamBadResponse,
             UpstreamTimeout,
             Overloaded,
+            MissingToken,
+            InvalidToken,
+            KeysUnavailable,
         ];
         kinds.extend(ExecErrorKind::ALL.map(Exec));
         let position = |kind: &ErrorKind| match kind {
@@ -248,11 +278,14 @@ mod tests {
             UpstreamBadResponse => 11,
             UpstreamTimeout => 12,
             Overloaded => 13,
-            Exec(_) => 14,
+            MissingToken => 14,
+            InvalidToken => 15,
+            KeysUnavailable => 16,
+            Exec(_) => 17,
         };
         let mut seen: Vec<usize> = kinds.iter().map(position).collect();
         seen.dedup();
-        assert_eq!(seen, (0..=14).collect::<Vec<_>>(), "every kind, in order");
+        assert_eq!(seen, (0..=17).collect::<Vec<_>>(), "every kind, in order");
         kinds
     }
 

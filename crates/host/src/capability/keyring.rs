@@ -1,4 +1,5 @@
-//! A worker's JWT keys, from every source its `[workers.NAME.jwt]` lists, kept current.
+//! JWT keys, from every source a `[workers.NAME.jwt]` (or a route's `[routes.identity.jwt]`)
+//! lists, kept current.
 //!
 //! Secrets, PEM and JWK keys and JWKS files are read once, at start. A JWKS URL is fetched at
 //! start (bounded by its `timeout`) and then in the background:
@@ -92,23 +93,23 @@ impl Sources {
     }
 }
 
-/// Loads every source of `jwt` for worker `worker`, fetches its URLs once, and starts
-/// refreshing them.
+/// Loads every source of `jwt`, the table at `at` (`workers.NAME.jwt`, `routes[N].identity.jwt`),
+/// fetches its URLs once, and starts refreshing them.
 pub(crate) async fn load(
     loaded: &Loaded,
-    worker: &str,
+    at: &str,
     jwt: &JwtConfig,
 ) -> Result<WorkerKeys, ConfigError> {
     let mut fixed = Vec::new();
     let mut fetchers = Vec::new();
     for (i, source) in jwt.keys.iter().enumerate() {
-        let at = format!("workers.{worker}.jwt.keys[{i}]");
+        let at = format!("{at}.keys[{i}]");
         match &source.jwks_url {
             Some(url) => fetchers.push(Fetcher::new(loaded, &at, url, source)?),
             None => fixed.extend(fixed_keys(loaded, &at, source)?),
         }
     }
-    warn_duplicates(worker, &fixed);
+    warn_duplicates(at, &fixed);
     let sources = Arc::new(Sources {
         fixed,
         urls: fetchers.iter().map(|_| Mutex::new(Slot::default())).collect(),
@@ -136,10 +137,10 @@ pub(crate) async fn load(
     Ok(WorkerKeys { keys: sources.keys.clone(), tasks })
 }
 
-fn warn_duplicates(worker: &str, keys: &[Key]) {
+fn warn_duplicates(table: &str, keys: &[Key]) {
     for (i, key) in keys.iter().enumerate() {
         if keys[..i].iter().any(|other| other.kid() == key.kid() && other.alg() == key.alg()) {
-            tracing::warn!(worker, kid = ?key.kid(), alg = %key.alg(), "two keys with the same kid and alg: only the first is used");
+            tracing::warn!(table, kid = ?key.kid(), alg = %key.alg(), "two keys with the same kid and alg: only the first is used");
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 
+use super::identity::IdentityConfig;
 use super::split::SplitConfig;
 use super::{Config, ConfigError};
 
@@ -34,6 +35,9 @@ pub struct RouteConfig {
     /// request body): a health or placeholder route, or a baseline for what the gateway
     /// costs without Wasm.
     pub respond: Option<RespondConfig>,
+    /// A bearer token the gateway verifies before the target runs, and the claims it passes
+    /// on as headers (`[routes.identity]`). Default: none.
+    pub identity: Option<IdentityConfig>,
 }
 
 /// A route's fixed answer (`respond = { status = 200, body = "ok" }`).
@@ -89,6 +93,9 @@ pub(super) fn validate(
     }
     if let Some(split) = &route.split {
         super::split::validate(i, split, config, file)?;
+    }
+    if let Some(identity) = &route.identity {
+        super::identity::validate(i, identity, config, file)?;
     }
     if let Some(upstream) = &route.upstream
         && !config.upstreams.contains_key(upstream)

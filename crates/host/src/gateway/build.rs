@@ -14,7 +14,7 @@ use http::{HeaderValue, Response, header};
 use tokio::sync::Semaphore;
 
 use arc_swap::ArcSwap;
-use edgegate_runtime::Worker;
+use edgegate_runtime::{Keys, Worker};
 
 use super::{
     Action, Background, Gateway, Gauges, RequestIds, Share, Snapshot, SplitTarget, Target,
@@ -28,6 +28,7 @@ use crate::forward::pool::{Pool, PoolSettings};
 use crate::forward::upstream::Upstream;
 use crate::observe::metrics::RouteMetrics;
 use crate::route::claims::ClaimSource;
+use crate::route::identity::Identity;
 use crate::route::router::Router;
 use crate::route::split::{By, Split};
 
@@ -135,7 +136,8 @@ impl Steps<'_> {
         let fetch_pool = self.fetch_pool()?;
         let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
         let shares = self.shares();
-        let router = self.compile_routes(&workers, &upstreams, &shares);
+        let route_keys = self.load_route_keys(&mut background).await?;
+        let router = self.compile_routes(&workers, &upstreams, &shares, &route_keys);
         let config = &self.loaded.config;
         Ok(Snapshot {
             generation,
@@ -229,8 +231,9 @@ impl Steps<'_> {
                     .map_err(|e| ConfigError::caused(&loaded.file, &key, e))?;
                 let keys = match &worker.jwt {
                     Some(jwt) => {
+                        let at = format!("workers.{name}.jwt");
                         let loaded_keys =
-                            crate::capability::keyring::load(loaded, name, jwt).await?;
+                            crate::capability::keyring::load(loaded, &at, jwt).await?;
                         background.0.extend(loaded_keys.tasks);
                         Some(loaded_keys.keys)
                     }
@@ -300,6 +303,25 @@ impl Steps<'_> {
         Ok(workers)
     }
 
+    /// The keys of each route whose `identity` has its own `jwt` table, by route index.
+    async fn load_route_keys(
+        &self,
+        background: &mut Background,
+    ) -> Result<HashMap<usize, Keys>, ConfigError> {
+        let mut keys = HashMap::new();
+        for (i, route) in self.loaded.config.routes.iter().enumerate() {
+            let Some(jwt) = route.identity.as_ref().and_then(|identity| identity.jwt.as_ref())
+            else {
+                continue;
+            };
+            let at = format!("routes[{i}].identity.jwt");
+            let loaded = crate::capability::keyring::load(self.loaded, &at, jwt).await?;
+            background.0.extend(loaded.tasks);
+            keys.insert(i, loaded.keys);
+        }
+        Ok(keys)
+    }
+
     /// Each worker's share of the instance slots: the previous snapshot's where its
     /// `max_concurrency` is unchanged (with the requests that hold it), else a new one.
     fn shares(&self) -> HashMap<String, Share> {
@@ -324,6 +346,7 @@ impl Steps<'_> {
         workers: &BTreeMap<String, (Worker, Arc<[String]>)>,
         upstreams: &HashMap<String, Arc<Upstream>>,
         shares: &HashMap<String, Share>,
+        route_keys: &HashMap<usize, Keys>,
     ) -> Router<Target> {
         let config = &self.loaded.config;
         let server_limit = config.server.max_request_body.bytes();
@@ -369,7 +392,8 @@ impl Steps<'_> {
                     // Validation made sure `jwt` names a worker with a `[workers.W.jwt]`.
                     let claims = split.jwt.as_ref().and_then(|w| {
                         let keys = workers[w].0.keys()?.clone();
-                        Some(ClaimSource::new(keys, config.workers[w].jwt.as_ref()?, name))
+                        let policy = config.workers[w].jwt.as_ref()?;
+                        Some(ClaimSource::new(keys, policy, "edgegate_split_claims_total", name))
                     });
                     Action::Split(Arc::new(Split::new(split, name, targets, claims)))
                 }
@@ -379,7 +403,20 @@ impl Steps<'_> {
                 Action::Worker(target) => target.worker.name().to_owned(),
                 _ => "-".to_owned(),
             };
-            Target { action, metrics: Arc::new(RouteMetrics::new(name, &label)) }
+            // Validation made sure an identity has its own keys or names a worker with some.
+            let identity = route.identity.as_ref().and_then(|identity| {
+                let (keys, policy) = match (&identity.worker, &identity.jwt) {
+                    (Some(w), _) => (workers[w].0.keys()?.clone(), config.workers[w].jwt.as_ref()?),
+                    (None, Some(policy)) => {
+                        let index = config.routes.iter().position(|r| std::ptr::eq(r, route))?;
+                        (route_keys.get(&index)?.clone(), policy)
+                    }
+                    (None, None) => return None,
+                };
+                let source = ClaimSource::new(keys, policy, "edgegate_route_identity_total", name);
+                Some(Arc::new(Identity::new(source, &identity.claims)))
+            });
+            Target { action, metrics: Arc::new(RouteMetrics::new(name, &label)), identity }
         })
     }
 }

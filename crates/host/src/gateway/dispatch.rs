@@ -1,7 +1,8 @@
 //! One request's path from route to response, in named steps:
 //!
 //! ```text
-//!   admit (header count) ─▶ locate (host, path, route) ─▶ choose (a split's target)
+//!   admit (header count) ─▶ locate (host, path, route) ─▶ identify (the route's bearer
+//!     token, verified; its claims as headers) ─▶ choose (a split's target)
 //!     ─▶ strip the gateway's own headers ─▶ read the body (its limit, its deadline)
 //!     ─▶ serve (a worker in an instance slot, or an upstream) ─┬▶ the response
 //!        on a worker's failure, a split's idempotent request ──┘   (and, on a split
@@ -60,6 +61,9 @@ impl Gateway {
         logged.route = Some(&route.name);
         logged.metrics = Some(&route.target.metrics);
         tracing::Span::current().record("route", route.name.as_str());
+        if let Some(identity) = &route.target.identity {
+            identity.admit(&mut parts.headers)?;
+        }
         let chosen = self.choose(route, &parts, logged);
         strip_gateway_headers(&mut parts.headers);
         let body_limit = match chosen.action {

@@ -72,6 +72,8 @@ impl Drop for Background {
 pub(super) struct Target {
     pub(super) action: Action,
     pub(super) metrics: Arc<RouteMetrics>,
+    /// The bearer token check made before the action, if the route has one.
+    pub(super) identity: Option<Arc<crate::route::identity::Identity>>,
 }
 
 /// What serves a route's requests.

@@ -1,5 +1,7 @@
-//! A split's view of the request's bearer token: verified in the host, with the keys and the
-//! policy of the worker its `jwt` names, so that rules and the sticky key can read its claims.
+//! A request's bearer token verified in the host, with the keys and the policy of a worker's
+//! `[workers.W.jwt]` (or a route's own table): a split's view of it, so that rules and the
+//! sticky key can read its claims, and the check a route's `identity` makes
+//! ([`identity`](super::identity)).
 //!
 //! ```text
 //!  Authorization: Bearer h.p.s ─▶ edgegate_sdk::jwt::verify ─▶ claims ─▶ claim rules, sticky key
@@ -60,9 +62,10 @@ pub(crate) struct ClaimSource {
 }
 
 impl ClaimSource {
-    /// Verifies with `keys` under `policy` (a worker's `[workers.W.jwt]`), counting outcomes
-    /// for `route`.
-    pub(crate) fn new(keys: Keys, policy: &JwtConfig, route: &str) -> Self {
+    /// Verifies with `keys` under `policy` (a `[workers.W.jwt]` or a route's own table),
+    /// counting outcomes in `metric` (`edgegate_split_claims_total`,
+    /// `edgegate_route_identity_total`) for `route`.
+    pub(crate) fn new(keys: Keys, policy: &JwtConfig, metric: &'static str, route: &str) -> Self {
         let validation = Validation {
             issuer: policy.issuer.clone(),
             audiences: policy.audiences.clone(),
@@ -72,13 +75,13 @@ impl ClaimSource {
         };
         let outcomes = Outcome::ALL.map(|outcome| {
             let labels = vec![("route", route.to_owned()), ("outcome", outcome.label().to_owned())];
-            crate::observe::metrics::counter("edgegate_split_claims_total", labels)
+            crate::observe::metrics::counter(metric, labels)
         });
         Self { keys, validation, outcomes }
     }
 
-    /// The request's token, if it carries one that verifies.
-    fn verify(&self, headers: &HeaderMap) -> Option<Jwt> {
+    /// The request's token, verified, or why it is refused; counted either way.
+    pub(crate) fn check(&self, headers: &HeaderMap) -> Result<Jwt, jwt::Error> {
         let verified = edgegate_runtime::token::verify(
             headers,
             &self.keys,
@@ -90,12 +93,12 @@ impl ClaimSource {
             Err(jwt::Error::MissingToken) => Outcome::Missing,
             Err(jwt::Error::KeysUnavailable) => Outcome::Unavailable,
             Err(error) => {
-                tracing::debug!(error = error.code(), "split: the token does not verify");
+                tracing::debug!(error = error.code(), "the bearer token does not verify");
                 Outcome::Invalid
             }
         };
         self.outcomes[outcome as usize].increment(1);
-        verified.ok()
+        verified
     }
 }
 
@@ -114,7 +117,7 @@ impl<'a> Claims<'a> {
     }
 
     fn jwt(&self) -> Option<&Jwt> {
-        self.jwt.get_or_init(|| self.source?.verify(self.headers)).as_ref()
+        self.jwt.get_or_init(|| self.source?.check(self.headers).ok()).as_ref()
     }
 
     /// The values of claim `name` a rule compares: a string's text, each string of an
@@ -132,9 +135,15 @@ impl<'a> Claims<'a> {
     /// The sticky key claim `name` gives: a string's text, or any other value's JSON text as
     /// signed. None when the token did not verify or lacks the claim.
     pub(crate) fn key(&self, name: &str) -> Option<Cow<'_, str>> {
-        let value = self.jwt()?.claims().get(name)?;
-        Some(value.as_json_str().map_or(Cow::Borrowed(value.raw()), text))
+        claim_text(self.jwt()?, name)
     }
+}
+
+/// Claim `name` of a verified token as text: a string's (escapes decoded), or any other
+/// value's JSON text as signed. None when the token lacks it.
+pub(crate) fn claim_text<'j>(jwt: &'j Jwt, name: &str) -> Option<Cow<'j, str>> {
+    let value = jwt.claims().get(name)?;
+    Some(value.as_json_str().map_or(Cow::Borrowed(value.raw()), text))
 }
 
 /// A JSON string's text: borrowed, unless it has escapes to decode.

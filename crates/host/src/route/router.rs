@@ -186,6 +186,7 @@ mod tests {
             upstream: None,
             split: None,
             respond: None,
+            identity: None,
         }
     }
 
