@@ -25,6 +25,7 @@ const WORKERS: &[&str] = &[
     "echo-json-component",
     "auth-router",
     "kv-lookup",
+    "kv-lookup-component",
     "fan-out",
     "image-resize",
     "image-resize-wasm",
@@ -36,7 +37,7 @@ const RUST_PROGRAMS: &[&str] = &["hostile", "http-component"];
 
 /// Guests that are `wasi:http` components: built as core modules, then wrapped with
 /// `wit-component` from the component type their bindings embed (no new rustup target).
-const COMPONENTS: &[&str] = &["echo-json-component", "http-component"];
+const COMPONENTS: &[&str] = &["echo-json-component", "kv-lookup-component", "http-component"];
 
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap());

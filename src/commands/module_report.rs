@@ -197,7 +197,7 @@ impl fmt::Display for ModuleReport {
         writeln!(f, "  exports:   {}", exports.join(", "))?;
         let unknown = self.unknown_imports();
         let status = if unknown.is_empty() && self.component {
-            "all provided by this host: the wasi:http/proxy world".to_owned()
+            "all provided by this host: see docs/components.md".to_owned()
         } else if unknown.is_empty() {
             format!("all provided by this host (ABI v{ABI_VERSION})")
         } else {

@@ -29,7 +29,8 @@ enum Template {
     /// Reads and writes a KV namespace.
     Kv,
     /// A standard `wasi:http/proxy` component (the `wasip2` bindings): GET says hello, POST
-    /// echoes. Runs on any wasi:http host.
+    /// echoes; KV through `wasi:keyvalue`, config through `wasi:config`, and the caller the
+    /// gateway verified. Runs on any wasi:http host.
     HttpComponent,
 }
 
@@ -47,7 +48,9 @@ impl Template {
     fn dependencies(self, sdk: Option<&Path>) -> String {
         match sdk {
             Some(sdk) => format!("edgegate-sdk = {{ path = {:?} }}", sdk.display().to_string()),
-            None => "wasip2 = \"2.0.1\"".to_owned(),
+            None => "wasip2 = \"2.0.1\"\n\
+                     wit-bindgen = { version = \"0.62\", default-features = false, features = [\"macros\", \"realloc\"] }"
+                .to_owned(),
         }
     }
 
@@ -62,7 +65,8 @@ impl Template {
     /// The gateway configuration that serves it.
     fn config(self, name: &str, module: &str) -> String {
         let extra = match self {
-            Self::Echo | Self::HttpComponent => String::new(),
+            Self::Echo => String::new(),
+            Self::HttpComponent => return component_config(name, module),
             Self::Auth => format!(
                 "\n[workers.{name}.jwt]\nissuer = \"me\"\nrequired_claims = [\"exp\", \"sub\"]\n\n[[workers.{name}.jwt.keys]]\nkid = \"k1\"\nalg = \"HS256\"\nsecret_env = \"MY_JWT_SECRET\"\n"
             ),
@@ -105,14 +109,21 @@ impl NewCommand {
                 .replace("{{dependencies}}", &self.template.dependencies(sdk.as_deref()))
                 .replace("{{budget}}", self.template.budget())
         };
-        let files = [
+        let mut files = vec![
             ("Cargo.toml", fill(include_str!("../templates/Cargo.toml.tmpl"))),
             (".cargo/config.toml", include_str!("../templates/cargo-config.toml.tmpl").into()),
             ("src/lib.rs", fill(self.template.source())),
-            (".gitignore", "target/\n".into()),
             ("edgegate.toml", self.template.config(&name, &module)),
-            ("README.md", readme(&name, &module)),
         ];
+        if let Template::HttpComponent = self.template {
+            files.extend(COMPONENT_WIT.iter().map(|(file, text)| (*file, (*text).to_owned())));
+            files.push(("jwt-secret", dev_secret()?));
+            files.push((".gitignore", "target/\njwt-secret\n".into()));
+            files.push(("README.md", component_readme(&name, &module)));
+        } else {
+            files.push((".gitignore", "target/\n".into()));
+            files.push(("README.md", readme(&name, &module)));
+        }
         for (file, text) in files {
             let path = self.path.join(file);
             if let Some(dir) = path.parent() {
@@ -128,6 +139,90 @@ impl NewCommand {
         );
         Ok(())
     }
+}
+
+/// The WIT a component template binds with wit-bindgen: its world, and the upstream
+/// `wasi:keyvalue` and `wasi:config` packages, as the runtime implements them.
+const COMPONENT_WIT: &[(&str, &str)] = &[
+    (
+        "wit/world.wit",
+        "// The interfaces beyond wasi:http this component imports. The packages in deps/ are\n\
+         // the upstream WIT, the versions edgegate (and Wasmtime 48 and 49) implement.\n\
+         package edgegate:template;\n\n\
+         world host {\n  \
+         import wasi:keyvalue/store@0.2.0-draft;\n  \
+         import wasi:keyvalue/atomics@0.2.0-draft;\n  \
+         import wasi:config/store@0.2.0-rc.1;\n}\n",
+    ),
+    (
+        "wit/deps/keyvalue/store.wit",
+        include_str!("../../crates/runtime/wit/deps/keyvalue/store.wit"),
+    ),
+    (
+        "wit/deps/keyvalue/atomic.wit",
+        include_str!("../../crates/runtime/wit/deps/keyvalue/atomic.wit"),
+    ),
+    (
+        "wit/deps/keyvalue/batch.wit",
+        include_str!("../../crates/runtime/wit/deps/keyvalue/batch.wit"),
+    ),
+    (
+        "wit/deps/keyvalue/watch.wit",
+        include_str!("../../crates/runtime/wit/deps/keyvalue/watch.wit"),
+    ),
+    (
+        "wit/deps/keyvalue/world.wit",
+        include_str!("../../crates/runtime/wit/deps/keyvalue/world.wit"),
+    ),
+    ("wit/deps/config/store.wit", include_str!("../../crates/runtime/wit/deps/config/store.wit")),
+    ("wit/deps/config/world.wit", include_str!("../../crates/runtime/wit/deps/config/world.wit")),
+];
+
+/// The component template's configuration: its KV namespace and config table, and `/me`
+/// behind a route identity whose key is the crate's `jwt-secret` file.
+fn component_config(name: &str, module: &str) -> String {
+    format!(
+        r#"[kv.default]
+
+[workers.{name}]
+module = "{module}"
+kv = ["default"]
+config = {{ greeting = "hello" }}
+
+# /me only with a bearer token the gateway verifies; the component gets its `sub`.
+[[routes]]
+path = "/me"
+worker = "{name}"
+[routes.identity]
+claims = {{ sub = "x-jwt-sub" }}
+[routes.identity.jwt]
+issuer = "me"
+keys = [{{ kid = "k1", alg = "HS256", secret_file = "jwt-secret" }}]
+
+[[routes]]
+prefix = "/"
+worker = "{name}"
+"#
+    )
+}
+
+/// A fresh HMAC secret for the template's tokens: 32 random bytes, as hex.
+fn dev_secret() -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .context("reading /dev/urandom for the template's JWT secret")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n")
+}
+
+/// The component template's README: how to try each interface.
+fn component_readme(name: &str, module: &str) -> String {
+    let token = r#"node -e 'const c=require("crypto"),s=require("fs").readFileSync("jwt-secret","utf8").trim(),b=o=>Buffer.from(JSON.stringify(o)).toString("base64url"),h=b({alg:"HS256",kid:"k1"}),p=b({sub:"ada",iss:"me",exp:Math.floor(Date.now()/1000)+3600});console.log(h+"."+p+"."+c.createHmac("sha256",s).update(h+"."+p).digest("base64url"))'"#;
+    format!(
+        "{}\n## What it uses\n\n```sh\ncurl localhost:8080/                      # greeting from wasi:config (edgegate.toml's config)\ncurl -X PUT --data hi localhost:8080/kv/a # wasi:keyvalue: the gateway's KV namespace `default`\ncurl localhost:8080/kv/a\ncurl -X POST localhost:8080/visits        # an atomic counter\ncurl localhost:8080/me                    # 401: /me needs a verified token\nTOKEN=$({token})\ncurl -H \"authorization: Bearer $TOKEN\" localhost:8080/me   # hello, ada\n```\n\n`jwt-secret` is this crate's own HMAC key, made by `edgegate new`: keep it out of version\ncontrol for anything but a test.\n",
+        readme(name, module)
+    )
 }
 
 /// The SDK crate to depend on: `given`, else the one in the source tree this edgegate was

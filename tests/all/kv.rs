@@ -26,6 +26,14 @@ fn demo_serves_kv_and_fans_out() {
     assert_eq!(get(gw.addr, "/kv/greeting").text(), "hello");
     assert_eq!(http(gw.addr, "DELETE", "/kv/greeting", &[], b"").status, 204);
     assert_eq!(get(gw.addr, "/kv/greeting").status, 404);
+    // The same namespace through the demo's wasi:http component (wasi:keyvalue).
+    let through_component = get(gw.addr, "/component/kv/user:7");
+    assert_eq!(through_component.status, 200, "{}", through_component.text());
+    assert_eq!(through_component.body, profile.body, "the same row, byte for byte");
+    assert_eq!(through_component.header("content-type"), Some("application/json"));
+    assert_eq!(put(gw.addr, "/component/kv/from-component", b"written").status, 204);
+    assert_eq!(get(gw.addr, "/kv/from-component").text(), "written", "a module reads it");
+    assert_eq!(get(gw.addr, "/component/kv/nobody").error(), "not_found");
     let long = format!("/kv/{}", "k".repeat(513));
     assert_eq!(get(gw.addr, &long).status, 400, "a key over 512 bytes");
     assert_eq!(put(gw.addr, "/kv/", b"x").status, 400, "an empty key");

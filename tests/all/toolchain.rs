@@ -123,6 +123,41 @@ fn a_component_scaffold_builds_into_a_component_and_serves() {
     let bytes = std::fs::read(&module).unwrap();
     assert!(wasmparser::Parser::is_component(&bytes), "not a component");
     serves_as_echo(&module, "my-http-component");
+
+    // Its own configuration: KV through wasi:keyvalue, config through wasi:config, and /me
+    // behind a route identity keyed by the crate's jwt-secret.
+    let krate = module.parent().unwrap();
+    let config = std::fs::read_to_string(krate.join("edgegate.toml")).unwrap();
+    let built = "target/wasm32-unknown-unknown/release/my_http_component.opt.wasm";
+    assert!(config.contains(built), "{config}");
+    let config = config.replace(built, module.to_str().unwrap()).replace(
+        "secret_file = \"jwt-secret\"",
+        &format!("secret_file = {:?}", krate.join("jwt-secret").to_str().unwrap()),
+    );
+    let gateway = Gateway::start(&format!("{}\n{config}", runtime_section()));
+    assert_eq!(get(gateway.addr, "/").text(), "hello from my-http-component\n");
+    let put = crate::support::http(gateway.addr, "PUT", "/kv/a", &[], b"kept");
+    assert_eq!(put.status, 204, "{}", put.text());
+    assert_eq!(get(gateway.addr, "/kv/a").text(), "kept");
+    assert_eq!(post(gateway.addr, "/visits", b"").text(), "1\n");
+    assert_eq!(post(gateway.addr, "/visits", b"").text(), "2\n");
+    assert_eq!(get(gateway.addr, "/me").status, 401);
+    let secret = std::fs::read_to_string(krate.join("jwt-secret")).unwrap();
+    let signer = edgegate_testkit::Signer::hmac(
+        edgegate_runtime::keys::Alg::Hs256,
+        secret.trim_end().as_bytes(),
+    );
+    let claims =
+        serde_json::json!({"sub": "ada", "iss": "me", "exp": edgegate_testkit::now() + 60});
+    let bearer = format!("Bearer {}", signer.token(Some("k1"), &claims));
+    let me = crate::support::http(
+        gateway.addr,
+        "GET",
+        "/me",
+        &[("authorization", &bearer), ("x-jwt-sub", "root")],
+        b"",
+    );
+    assert_eq!((me.status, me.text().as_str()), (200, "hello, ada\n"));
 }
 
 /// The first steps of docs/toolchain.md, `edgegate new hello && edgegate build hello`, in a

@@ -1,10 +1,10 @@
 //! The guest programs, built for `wasm32-unknown-unknown` by this crate's build script.
 //!
 //! * Demo workers are embedded as bytes ([`ECHO_JSON`], [`ECHO_JSON_COMPONENT`],
-//!   [`AUTH_ROUTER`], [`KV_LOOKUP`], [`FAN_OUT`], [`IMAGE_RESIZE`], [`IMAGE_RESIZE_WASM`],
+//!   [`AUTH_ROUTER`], [`KV_LOOKUP`], [`KV_LOOKUP_COMPONENT`], [`FAN_OUT`], [`IMAGE_RESIZE`], [`IMAGE_RESIZE_WASM`],
 //!   [`JSON_TRANSFORM`]); [`BUILTIN`] lists them by the name a configuration uses
-//!   (`module = "builtin:echo-json"`). `echo-json-component` is a `wasi:http/proxy`
-//!   component, the rest are core modules of edgegate's ABI.
+//!   (`module = "builtin:echo-json"`). `echo-json-component` and `kv-lookup-component` are
+//!   `wasi:http/proxy` components, the rest are core modules of edgegate's ABI.
 //! * With the `test-programs` feature (dev-dependencies only), the hostile guests used by tests
 //!   are built too and named by path: `HOSTILE` (Rust, see
 //!   `programs/hostile/src/lib.rs`) and one constant per `programs/*.wat` file.
@@ -19,6 +19,7 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
     ("echo-json-component", ECHO_JSON_COMPONENT),
     ("auth-router", AUTH_ROUTER),
     ("kv-lookup", KV_LOOKUP),
+    ("kv-lookup-component", KV_LOOKUP_COMPONENT),
     ("fan-out", FAN_OUT),
     ("image-resize", IMAGE_RESIZE),
     ("image-resize-wasm", IMAGE_RESIZE_WASM),
