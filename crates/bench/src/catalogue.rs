@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `edgegate` | `edgegate serve` with the bundled workers | this build |
 //! | `edgegate-info` | `edgegate serve` at its default log level, an access line per request to a file (capacity plan) | this build |
-//! | `edgegate-component` | `edgegate serve` with static-json as a `wasi:http` component (on request) | this build |
+//! | `edgegate-component` | `edgegate serve` with static-json and db-lookup as `wasi:http` components (on request) | this build |
 //! | `node` | `node bench/node/server.mjs` (node:http, node:crypto, sharp) | `bench/node/install` |
 //! | `workerd` | `workerd serve` of `bench/node/worker.mjs` (jpeg-js for the image) | `bench/node/install` |
 //! | `native` | `edgegate bench-native`: the same logic on plain hyper, no Wasm | this build |
@@ -30,10 +30,10 @@ pub enum Runtime {
     /// the host's image capability: on request only (`--runtimes edgegate-wasm`), to show what
     /// the capability changes.
     EdgegateWasm,
-    /// edgegate serving the static-json workload with `echo-json-component`, the same logic
-    /// as a standard `wasi:http/proxy` component: on request only
-    /// (`--runtimes edgegate-component`), to put a price on the component ABI. It serves no
-    /// other workload (they need edgegate's JWT keys and KV, which the core ABI has).
+    /// edgegate serving the static-json workload with `echo-json-component` and db-lookup with
+    /// `kv-lookup-component`, the same logic as standard `wasi:http/proxy` components: on
+    /// request only (`--runtimes edgegate-component`), to put a price on the component ABI.
+    /// It serves no other workload (auth-check needs the core ABI's JWT host calls).
     EdgegateComponent,
     /// Node.js (V8), the machine's `node`.
     Node,
@@ -91,10 +91,15 @@ impl Runtime {
         )
     }
 
-    /// Whether it serves `workload`: the two that run `echo-json-component` serve static-json
-    /// only, every other runtime serves them all.
+    /// Whether it serves `workload`: `edgegate-component` serves static-json and db-lookup,
+    /// `wasmtime-serve` static-json only, every other runtime them all.
     pub fn serves(self, workload: Workload) -> bool {
-        !matches!(self, Self::EdgegateComponent | Self::WasmtimeServe)
-            || workload == Workload::StaticJson
+        match self {
+            Self::EdgegateComponent => {
+                matches!(workload, Workload::StaticJson | Workload::DbLookup)
+            }
+            Self::WasmtimeServe => workload == Workload::StaticJson,
+            _ => true,
+        }
     }
 }

@@ -158,6 +158,28 @@ methods = ["POST"]
 worker = "image-resize"
 "#;
 
+/// What `edgegate-component` serves besides static-json: db-lookup through
+/// `kv-lookup-component`, the same answers as kv-lookup through `wasi:keyvalue`.
+const COMPONENT_WORKLOADS_CONFIG: &str = r#"
+[kv.bench]
+backend = "memory"
+seed = "profiles.ndjson"
+
+[workers.kv-lookup]
+module = "builtin:kv-lookup-component"
+limits = { cpu = "10ms" }
+kv = ["bench"]
+
+[workers.kv-lookup.config]
+namespace = "bench"
+content_type = "application/json"
+
+[[routes]]
+prefix = "/kv/"
+methods = ["GET", "PUT"]
+worker = "kv-lookup"
+"#;
+
 /// The image-resize worker with the host's image capability.
 const IMAGE_CAPABILITY: &str = r#"[workers.image-resize]
 module = "builtin:image-resize"
@@ -185,8 +207,11 @@ const WASMTIME_SERVE_VERSION: &str = "49.0.3";
 /// The lab's edgegate configuration for `runtime` (an edgegate one).
 fn edgegate_config(runtime: Runtime) -> String {
     let image = match runtime {
-        // `echo-json-component` is deployed to echo-json's file; nothing else is served.
-        Runtime::EdgegateComponent => return STATIC_JSON_CONFIG.to_owned(),
+        // `echo-json-component` is deployed to echo-json's file; db-lookup is the component
+        // twin of kv-lookup; nothing else is served.
+        Runtime::EdgegateComponent => {
+            return STATIC_JSON_CONFIG.to_owned() + COMPONENT_WORKLOADS_CONFIG;
+        }
         Runtime::EdgegateWasm => IMAGE_WASM,
         _ => IMAGE_CAPABILITY,
     };
@@ -231,7 +256,7 @@ impl Environment {
                         }
                         Runtime::EdgegateWasm => format!("{edgegate_version} (image-resize-wasm)"),
                         Runtime::EdgegateComponent => format!(
-                            "{edgegate_version} (static-json only, as a wasi:http component)"
+                            "{edgegate_version} (static-json and db-lookup, as wasi:http components)"
                         ),
                         _ => edgegate_version,
                     },
@@ -574,15 +599,17 @@ mod tests {
     }
 
     #[test]
-    fn the_component_edgegate_serves_static_json_alone_from_the_file_the_lab_deploys() {
+    fn the_component_edgegate_serves_static_json_and_db_lookup_as_components() {
         let config = edgegate_config(Runtime::EdgegateComponent);
         assert!(config.contains("module = \"modules/echo-json.wasm\""), "{config}");
-        assert_eq!(config.matches("[[routes]]").count(), 1, "{config}");
+        assert!(config.contains("module = \"builtin:kv-lookup-component\""), "{config}");
+        assert!(!config.contains("builtin:kv-lookup\""), "{config}");
+        assert_eq!(config.matches("[[routes]]").count(), 2, "{config}");
         assert_eq!(Runtime::from_name("edgegate-component"), Some(Runtime::EdgegateComponent));
         assert!(!Runtime::ALL.contains(&Runtime::EdgegateComponent), "on request only");
         let served: Vec<_> =
             Workload::ALL.into_iter().filter(|&w| Runtime::EdgegateComponent.serves(w)).collect();
-        assert_eq!(served, [Workload::StaticJson]);
+        assert_eq!(served, [Workload::StaticJson, Workload::DbLookup]);
         assert!(Workload::ALL.into_iter().all(|w| Runtime::Edgegate.serves(w)));
     }
 

@@ -18,6 +18,8 @@
 //! * `abi/*`: a core module against a `wasi:http` component, the same trivial answer both
 //!   ways (the hostile guest's `/ok`, the component's `/hello`): instantiating alone (a
 //!   trial: instantiate and drop) and the whole request.
+//! * `abi/kv-get/*`: the db-lookup request both ways: `kv-lookup` (the core ABI's `kv_get`)
+//!   and `kv-lookup-component` (`wasi:keyvalue`), a 256-byte value from a memory namespace.
 //!
 //! Run: `cargo bench -p edgegate-runtime --bench instantiate`
 
@@ -98,6 +100,34 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("request/module", |b| b.iter(|| run(&hostile, &ok)));
     group.bench_function("request/component", |b| b.iter(|| run(&component, &hello)));
+    let store = edgegate_kv::MemoryStore::new(1 << 20);
+    rt.block_on(edgegate_kv::Backend::put(&store, b"user:7", &[b'x'; 256], None)).unwrap();
+    let namespace = edgegate_kv::Namespace {
+        name: "demo".into(),
+        store: edgegate_kv::Store::Memory(std::sync::Arc::new(store)),
+    };
+    let kv_worker = |wasm: &[u8]| {
+        let limits = Limits { cpu: std::time::Duration::from_millis(10), ..Limits::default() };
+        let config = [("namespace", "demo"), ("prefix", "/kv/")];
+        runtime
+            .load(WorkerSpec {
+                name: "bench",
+                source: edgegate_runtime::Source::Bytes(Bytes::copy_from_slice(wasm)),
+                limits,
+                config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                keys: None,
+                kv: vec![namespace.clone()],
+                fetcher: None,
+                image: None,
+            })
+            .unwrap()
+    };
+    let (kv_module, kv_component) =
+        (kv_worker(edgegate_guests::KV_LOOKUP), kv_worker(edgegate_guests::KV_LOOKUP_COMPONENT));
+    let mut user = GuestRequest { uri: "/kv/user:7".parse().unwrap(), ..GuestRequest::default() };
+    user.headers.insert("host", "bench".parse().unwrap());
+    group.bench_function("kv-get/module", |b| b.iter(|| run(&kv_module, &user)));
+    group.bench_function("kv-get/component", |b| b.iter(|| run(&kv_component, &user)));
     group.finish();
 
     let echo = load(&runtime, edgegate_guests::ECHO_JSON);
