@@ -274,3 +274,75 @@ fn a_component_uses_kv_in_redis_and_config_through_the_standard_interfaces() {
     );
     assert_eq!(get(one.addr, "/kv/local/k").text(), "v", "the gateway serves on");
 }
+
+/// `GET path` on a connection of its own, read to its end a `chunk` at a time with `pause`
+/// between reads: the head, and the chunked body decoded with whether its last chunk came.
+fn read_chunked(
+    addr: std::net::SocketAddr,
+    path: &str,
+    chunk: usize,
+    pause: std::time::Duration,
+) -> (String, Vec<u8>, bool) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = vec![0; chunk];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+        std::thread::sleep(pause);
+    }
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let (mut body, mut rest, mut whole) = (Vec::new(), &raw[end..], false);
+    while let Some(line) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..line]).unwrap(), 16).unwrap();
+        if size == 0 {
+            whole = true;
+            break;
+        }
+        let data = &rest[line + 2..];
+        if data.len() < size + 2 {
+            body.extend_from_slice(data);
+            break;
+        }
+        body.extend_from_slice(&data[..size]);
+        rest = &data[size + 2..];
+    }
+    (head, body, whole)
+}
+
+/// A component's answer past its 64 KiB buffer streams through the binary, chunked, to a slow
+/// reader as to a fast one; over `response_body` once streaming, it is cut (no last chunk),
+/// never ended as if whole, and logged; the instance slot comes back either way.
+#[test]
+fn a_component_s_long_answer_streams_and_a_failure_cuts_it() {
+    let limits = r#"response_body = "1MiB", memory = "8MiB", cpu = "500ms", deadline = "20s", hostcalls = 100000"#;
+    let mut gw = Gateway::start(&config_with(origin(), limits));
+    let big = |kib: usize| -> Vec<u8> { (0..kib << 10).map(|i| (i % 251) as u8).collect() };
+    let pause = std::time::Duration::from_millis(2);
+    let (head, body, whole) = read_chunked(gw.addr, "/big/768", 16 << 10, pause);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{head}");
+    assert!(whole && body == big(768), "{} bytes, whole: {whole}", body.len());
+
+    let (head, body, whole) = read_chunked(gw.addr, "/big/2048", 64 << 10, Default::default());
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(!whole, "a cut answer has no last chunk");
+    assert!(body.len() <= 1 << 20 && body == big(2048)[..body.len()], "{} bytes", body.len());
+    let (head, _, whole) =
+        read_chunked(gw.addr, "/big-then-trap/256", 64 << 10, Default::default());
+    assert!(head.starts_with("HTTP/1.1 200") && !whole, "{head}");
+
+    assert_eq!(get(gw.addr, "/hello").status, 200);
+    let slots = crate::support::metric_line(&gw, "edgegate_instance_slots_in_use ");
+    assert_eq!(slots.as_deref(), Some("edgegate_instance_slots_in_use 0"));
+    let (_, log) = gw.stop();
+    let cut: Vec<&str> = log.lines().filter(|l| l.contains("the answer was cut off")).collect();
+    assert_eq!(cut.len(), 2, "{log}");
+    assert!(cut[0].contains("response_too_large") && cut[1].contains("worker_trap"), "{cut:?}");
+}

@@ -21,7 +21,6 @@ use tracing::field::Empty;
 
 use crate::config::ServerConfig;
 use crate::error::{ErrorKind, RequestError};
-use crate::forward::upstream::UpstreamBody;
 use crate::listen::conn::ConnInfo;
 use crate::observe::access::{self, Access, Logged};
 use crate::observe::metrics::{Level, Raised, RouteMetrics};
@@ -34,12 +33,14 @@ mod ids;
 mod reload;
 mod shadowing;
 mod snapshot;
+mod streamed;
 
 pub use build::{Builtins, runtime_config};
 pub use deploy::{DeployError, DeployRequest};
 use ids::RequestIds;
 pub use reload::{ReloadError, Reloaded};
 pub(crate) use snapshot::Snapshot;
+pub use streamed::{GuestBody, Streamed};
 
 use snapshot::{Action, Background, Share, SplitTarget, Target, UpstreamTarget, WorkerTarget};
 
@@ -53,7 +54,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the gateway answers with: a body it has whole (a worker's response, an error), or an
 /// upstream's, streamed.
-pub type ResponseBody = Either<Full<Bytes>, Digested<UpstreamBody>>;
+pub type ResponseBody = Either<Full<Bytes>, Digested<Streamed>>;
 
 /// A running gateway: the snapshot serving, and what outlives snapshots (the engine and its
 /// instance pool, the concurrency slots, request ids, the process-wide gauges).

@@ -36,8 +36,8 @@ mod tests;
 
 pub use forward::upstream::UpstreamBody;
 pub use gateway::{
-    Builtins, DeployError, DeployRequest, Gateway, ReloadError, Reloaded, ResponseBody,
-    runtime_config,
+    Builtins, DeployError, DeployRequest, Gateway, GuestBody, ReloadError, Reloaded, ResponseBody,
+    Streamed, runtime_config,
 };
 pub use listen::conn::{ConnInfo, TlsInfo};
 pub use route::shadow::Digested;

@@ -112,11 +112,19 @@ impl GuestRequest {
     }
 }
 
+/// A response body sent as the guest writes it.
+pub type StreamedBody =
+    http_body_util::combinators::UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
 /// What a guest decided, once decoded and checked.
 #[derive(Debug)]
 pub enum GuestOutcome {
     /// A complete response to send.
     Response(http::Response<Bytes>),
+    /// A response whose head is checked and whose body is still being written: a component's
+    /// answer past the buffer. The body ends with an error, not cleanly, if the guest fails
+    /// before it is whole.
+    Streamed(http::Response<StreamedBody>),
     /// Proxy the request to an upstream.
     Forward(Forward),
 }

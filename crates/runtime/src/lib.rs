@@ -73,7 +73,7 @@ pub use component::provides as component_provides;
 pub use engine::RuntimeConfig;
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};
-pub use guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, Usage};
+pub use guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, StreamedBody, Usage};
 pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;

@@ -20,12 +20,13 @@ pub(crate) fn decode(
     match AbiOutcome::parse(bytes).map_err(|e| abi(format!("malformed outcome: {e}")))? {
         AbiOutcome::Response { status, headers, body } => {
             response(status, headers, limits, body.len(), || Bytes::copy_from_slice(body))
+                .map(GuestOutcome::Response)
         }
         AbiOutcome::BlobResponse { status, headers, blob } => {
             let body = take_blob(blob).ok_or_else(|| {
                 abi(format!("the response's body is blob {blob}, which does not exist"))
             })?;
-            response(status, headers, limits, body.len(), || body)
+            response(status, headers, limits, body.len(), || body).map(GuestOutcome::Response)
         }
         AbiOutcome::Forward { upstream, edits } => {
             let edits = edits
@@ -86,7 +87,7 @@ pub(crate) fn response<'h>(
     limits: &Limits,
     len: usize,
     body: impl FnOnce() -> Bytes,
-) -> Result<GuestOutcome, ExecError> {
+) -> Result<http::Response<Bytes>, ExecError> {
     if len as u64 > limits.response_body {
         return Err(ExecError::new(
             ExecErrorKind::ResponseTooLarge,
@@ -117,7 +118,7 @@ pub(crate) fn response<'h>(
     let mut response = http::Response::new(body());
     *response.status_mut() = status;
     *response.headers_mut() = map;
-    Ok(GuestOutcome::Response(response))
+    Ok(response)
 }
 
 fn invalid(detail: String) -> ExecError {

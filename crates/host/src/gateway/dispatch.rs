@@ -22,6 +22,7 @@ use tracing::Instrument;
 
 use super::shadowing::Shadowing;
 use super::snapshot::{Action, Share, Snapshot, SplitTarget, Target};
+use super::streamed::{Held, Streamed};
 use super::{BoxError, Gateway, ResponseBody};
 use crate::config::ServerConfig;
 use crate::error::{ErrorKind, RequestError};
@@ -170,20 +171,25 @@ impl Gateway {
         span.record("worker.digest", target.worker.short_digest());
         // The share and the slot are held while the guest runs, not while an upstream
         // answers; the share first, so that a worker past its share holds no slot waiting.
-        let outcome = {
-            let queue_timeout = snapshot.server.queue_timeout;
-            let _share = match &target.share {
-                Some(share) => Some(take_share(share, target.worker.name(), queue_timeout).await?),
-                None => None,
-            };
-            let _slot = self.acquire(queue_timeout).await?;
-            let (outcome, usage) = target.worker.handle_measured(request, id).await;
-            logged.usage = usage;
-            outcome?
+        let queue_timeout = snapshot.server.queue_timeout;
+        let share = match &target.share {
+            Some(share) => Some(take_share(share, target.worker.name(), queue_timeout).await?),
+            None => None,
         };
-        match outcome {
+        let slot = self.acquire(queue_timeout).await?;
+        let (outcome, usage) = target.worker.handle_measured(request, id).await;
+        logged.usage = usage;
+        match outcome? {
             GuestOutcome::Response(response) => Ok(response.map(|b| Either::Left(Full::new(b)))),
+            // The guest still runs while its answer streams: the body holds its places.
+            GuestOutcome::Streamed(response) => {
+                let share = share.zip(target.share.as_ref().map(|share| &share.semaphore));
+                let held = Held::keep(slot, &self.permits, &self.gauges.slots_in_use, share);
+                let body = |body| Either::Right(Digested::new(Streamed::guest(body, held)));
+                Ok(response.map(body))
+            }
             GuestOutcome::Forward(forward) => {
+                drop((share, slot));
                 let upstream = snapshot.granted(target, &forward)?;
                 proxy(upstream, forward, conn, snapshot, logged).await
             }
@@ -260,7 +266,7 @@ async fn proxy<'a>(
     let sent = upstream.send(forward, conn, snapshot.server.trust_forwarded);
     let response = sent.instrument(span).await;
     logged.upstream_time = Some(started.elapsed());
-    Ok(response?.map(|body| Either::Right(Digested::new(body))))
+    Ok(response?.map(|body| Either::Right(Digested::new(Streamed::upstream(body)))))
 }
 
 /// Puts the normal form of the path in `uri` (see [`crate::route::path`]), keeping the query.

@@ -10,6 +10,7 @@ use http::{HeaderValue, Response};
 use http_body_util::{BodyExt, Either, Full};
 
 use super::snapshot::{Action, Snapshot};
+use super::streamed::{Held, Streamed};
 use super::{Gateway, ResponseBody};
 use crate::listen::conn::ConnInfo;
 use crate::route::shadow::{Digested, Shadow};
@@ -119,11 +120,18 @@ async fn shadow_answer(
             let upstream = target.upstream.name().to_owned();
             let forward = Forward { upstream, edits: Vec::new(), request };
             let response = target.upstream.send(forward, conn, trust).await.ok()?;
-            return Some(response.map(|body| Either::Right(Digested::new(body))));
+            return Some(
+                response.map(|body| Either::Right(Digested::new(Streamed::upstream(body)))),
+            );
         }
         Action::Worker(target) => match target.worker.handle_measured(request, id).await.0.ok()? {
             GuestOutcome::Response(response) => {
                 return Some(response.map(|b| Either::Left(Full::new(b))));
+            }
+            // The shadow's task holds its slot until the body is read.
+            GuestOutcome::Streamed(response) => {
+                let body = |body| Streamed::guest(body, Held::default());
+                return Some(response.map(|b| Either::Right(Digested::new(body(b)))));
             }
             GuestOutcome::Forward(forward) => (snapshot.granted(target, &forward).ok()?, forward),
         },
@@ -131,5 +139,5 @@ async fn shadow_answer(
     };
     let (upstream, forward) = forward;
     let response = upstream.send(forward, conn, trust).await.ok()?;
-    Some(response.map(|body| Either::Right(Digested::new(body))))
+    Some(response.map(|body| Either::Right(Digested::new(Streamed::upstream(body)))))
 }

@@ -11,15 +11,18 @@
 //!  task: instantiate_async ─▶ call_handle (metered; epoch: CPU budget, deadline;
 //!        │                        │         call hook: host call budget; limiter: memory)
 //!        │                        ▼
-//!        │        response-outparam.set ─▶ head ─▶ body collected, ≤ response_body
-//!        ▼
-//!  the store drops ─▶ stdout and stderr lines go to the log ─▶ GuestOutcome::Response
+//!        │        response-outparam.set ─▶ head ─▶ body read, ≤ response_body
+//!        ▼                                  ├─ ends within BUFFER ─▶ GuestOutcome::Response
+//!  the store drops ─▶ stdout and stderr     └─ goes on ─▶ GuestOutcome::Streamed (the rest
+//!    lines go to the log                       as written; cut if the guest fails)
 //! ```
 //!
 //! The guest runs in its own task, so that its body writes and the host's reading of them
-//! proceed together; the request waits for both, and the guest's failure (a trap, a limit)
-//! wins over an answer it already gave. The answer is buffered like a module's, so the same
-//! response checks and limits apply, and the access log has the whole request's cost.
+//! proceed together. An answer of up to [`BUFFER`] is buffered: the request waits for both,
+//! the guest's failure (a trap, a limit) wins over an answer it already gave, the module's
+//! response checks apply, and the access log has the whole request's cost. A longer one is
+//! streamed ([`streamed`]): its head checked and sent, the rest as the guest writes it, cut
+//! if the guest fails before it is whole.
 //!
 //! Linked: the proxy world (`wasi:http/types`, `wasi:http/outgoing-handler`, `wasi:io`,
 //! `wasi:clocks`, `wasi:random`, `wasi:cli/std{in,out,err}`), and for guests built with `std`
@@ -35,12 +38,13 @@ mod keyvalue;
 mod outbound;
 pub(crate) mod provided;
 mod state;
+mod streamed;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use tracing::Instrument;
 use tracing::field::Empty;
 use wasmtime::component::{Component, Linker, ResourceTableError};
@@ -54,6 +58,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 
 pub use provided::provides;
 pub(crate) use state::ComponentState;
+use streamed::Task;
 
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind, LoadError};
@@ -220,21 +225,42 @@ pub(crate) async fn run(
         (result, usage)
     });
     // A client that goes away takes the instance with it.
-    let task = AbortOnDrop(task);
+    let mut task = Task(task);
 
     let answer = async {
         match receiver.await {
             Ok(Ok(response)) => Some(buffer(response, limits).await),
-            Ok(Err(code)) => Some(Err(ExecError::new(
+            Ok(Err(code)) => Some(Buffered::Whole(Err(ExecError::new(
                 ExecErrorKind::WorkerFailed,
                 format!("the component answered with the error {code:?}"),
-            ))),
+            )))),
             // Dropped with the store, never set: the guest's own outcome says why.
             Err(_) => None,
         }
     };
-    let answer = tokio::time::timeout_at(deadline.into(), answer).await;
-    let finished = tokio::time::timeout_at(deadline.into(), task).await;
+    let answer = match tokio::time::timeout_at(deadline.into(), answer).await {
+        // Past the buffer: the head goes now, the rest as the guest writes it.
+        Ok(Some(Buffered::Partial { parts, prefix, rest })) => {
+            let limit = limits.response_body;
+            let head = check_head(&parts, limits, None, || prefix);
+            let outcome = head.map(|checked| {
+                let (head, prefix) = checked.into_parts();
+                let worker: Arc<str> = shared.name.as_str().into();
+                let body = streamed::ComponentBody::new(
+                    prefix, rest, task, deadline, limit, worker, request_id,
+                );
+                GuestOutcome::Streamed(http::Response::from_parts(
+                    head,
+                    BodyExt::boxed_unsync(body),
+                ))
+            });
+            return (outcome, Usage::default());
+        }
+        Ok(Some(Buffered::Whole(answer))) => Ok(Some(answer)),
+        Ok(None) => Ok(None),
+        Err(elapsed) => Err(elapsed),
+    };
+    let finished = tokio::time::timeout_at(deadline.into(), &mut task.0).await;
     let past_deadline = || {
         let error = ExecError::new(
             ExecErrorKind::DeadlineExceeded,
@@ -350,32 +376,76 @@ fn incoming(request: GuestRequest) -> http::Request<Full<Bytes>> {
     incoming
 }
 
-/// The component's answer, its body read whole within the worker's limit and checked by
-/// the rules a module's answer follows.
+/// How much of a component's answer is read before its head is sent: an answer that ends
+/// within it is sent whole, checked and costed like a module's; a longer one is streamed.
+pub(crate) const BUFFER: usize = 64 << 10;
+
+/// A component's answer as far as it was read.
+enum Buffered {
+    /// It ended within [`BUFFER`] (or failed): checked.
+    Whole(Result<GuestOutcome, ExecError>),
+    /// It goes on past [`BUFFER`]: the head, what was read, and the rest to stream.
+    Partial {
+        parts: http::response::Parts,
+        prefix: Bytes,
+        rest: wasmtime_wasi_http::p2::body::HyperOutgoingBody,
+    },
+}
+
+/// The component's answer, its body read up to [`BUFFER`] within the worker's limit; whole,
+/// checked by the rules a module's answer follows.
 async fn buffer(
     response: http::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
     limits: &Limits,
-) -> Result<GuestOutcome, ExecError> {
-    let (parts, body) = response.into_parts();
-    let limit = usize::try_from(limits.response_body).unwrap_or(usize::MAX);
-    let body = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            return Err(ExecError::new(
-                ExecErrorKind::ResponseTooLarge,
-                format!("over {} bytes", limits.response_body),
-            ));
+) -> Buffered {
+    let (parts, mut body) = response.into_parts();
+    let mut read = bytes::BytesMut::new();
+    loop {
+        match body.frame().await {
+            None => break,
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    read.extend_from_slice(&data);
+                }
+                if read.len() as u64 > limits.response_body {
+                    return Buffered::Whole(Err(ExecError::new(
+                        ExecErrorKind::ResponseTooLarge,
+                        format!("over {} bytes", limits.response_body),
+                    )));
+                }
+                if read.len() > BUFFER {
+                    return Buffered::Partial { parts, prefix: read.freeze(), rest: body };
+                }
+            }
+            Some(Err(error)) => {
+                return Buffered::Whole(Err(ExecError::new(
+                    ExecErrorKind::WorkerFailed,
+                    format!("the response body failed: {error}"),
+                )));
+            }
         }
-        Err(error) => {
-            return Err(ExecError::new(
-                ExecErrorKind::WorkerFailed,
-                format!("the response body failed: {error}"),
-            ));
-        }
-    };
-    let headers = parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+    }
+    let body = read.freeze();
     let len = body.len();
-    crate::outcome::response(parts.status.as_u16(), headers, limits, len, || body)
+    Buffered::Whole(check_head(&parts, limits, Some(len), || body).map(GuestOutcome::Response))
+}
+
+/// The head checked by the rules a module's answer follows, with `body` (`len` bytes, or
+/// `None`: still being written, so no `content-length` is kept).
+fn check_head(
+    parts: &http::response::Parts,
+    limits: &Limits,
+    len: Option<usize>,
+    body: impl FnOnce() -> Bytes,
+) -> Result<http::Response<Bytes>, ExecError> {
+    let framing = |name: &http::HeaderName| len.is_none() && name == http::header::CONTENT_LENGTH;
+    let headers = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| !framing(name))
+        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+    let status = parts.status.as_u16();
+    crate::outcome::response(status, headers, limits, len.unwrap_or(0), body)
 }
 
 /// The guest's stdout and stderr, a log line per line, escaped (a guest cannot forge a log
@@ -390,25 +460,5 @@ fn log_output(state: &ComponentState) {
             let message = escape_control(&text);
             tracing::info!(target: "edgegate::guest", worker, %request_id, stream, "{message}");
         }
-    }
-}
-
-/// A task aborted when the request that spawned it is dropped.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> std::future::Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

@@ -393,3 +393,85 @@ async fn a_component_s_kv_calls_are_held_to_its_kv_ops_budget() {
         }
     }
 }
+
+/// The bytes `/big/N` writes: byte `i` is `i % 251`.
+fn big(kib: usize) -> Vec<u8> {
+    (0..kib << 10).map(|i| (i % 251) as u8).collect()
+}
+
+/// A component's streamed answer, read frame by frame (`pause` after each): its bytes, or the
+/// error that cut it.
+async fn read_streamed(
+    outcome: GuestOutcome,
+    pause: Duration,
+) -> (http::StatusCode, Result<Vec<u8>, String>) {
+    use http_body_util::BodyExt;
+    let GuestOutcome::Streamed(response) = outcome else { panic!("not streamed: {outcome:?}") };
+    let (head, mut body) = response.into_parts();
+    let mut read = Vec::new();
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => read.extend_from_slice(frame.data_ref().map_or(&[][..], |d| &d[..])),
+            Err(error) => return (head.status, Err(error.to_string())),
+        }
+        tokio::time::sleep(pause).await;
+    }
+    (head.status, Ok(read))
+}
+
+/// An answer past the buffer streams, whole, to a fast or a slow reader; one within it is
+/// buffered as before.
+#[tokio::test]
+async fn a_component_s_answer_past_the_buffer_streams() {
+    let limits = Limits {
+        response_body: 2 << 20,
+        cpu: Duration::from_millis(500),
+        deadline: Duration::from_secs(20),
+        hostcalls: 100_000,
+        ..Limits::default()
+    };
+    let worker = component_with(limits, None);
+    let small = worker.handle(request("GET", "/big/32", &[], ""), RequestId(1)).await.unwrap();
+    let GuestOutcome::Response(small) = small else { panic!("{small:?}") };
+    assert_eq!(small.body().as_ref(), big(32), "within the buffer: whole");
+
+    let streamed = worker.handle(request("GET", "/big/1024", &[], ""), RequestId(2)).await;
+    let (status, body) = read_streamed(streamed.unwrap(), Duration::ZERO).await;
+    assert_eq!(status, 200);
+    assert!(body.as_deref() == Ok(&big(1024)[..]), "{:?}", body.map(|b| b.len()));
+
+    // A slow reader: a millisecond between frames, and the guest waits for it.
+    let slow = worker.handle(request("GET", "/big/512", &[], ""), RequestId(3)).await;
+    let (_, body) = read_streamed(slow.unwrap(), Duration::from_millis(1)).await;
+    assert!(body.as_deref() == Ok(&big(512)[..]), "{:?}", body.map(|b| b.len()));
+    component_still_serves(&worker).await;
+}
+
+/// Once the head is sent, a limit or a trap can only cut the answer: the body ends in an
+/// error, never cleanly, and the instance goes.
+#[tokio::test]
+async fn a_streamed_answer_that_fails_is_cut_not_ended() {
+    let limits = Limits {
+        response_body: 512 << 10,
+        cpu: Duration::from_millis(500),
+        deadline: Duration::from_millis(1500),
+        hostcalls: 100_000,
+        ..Limits::default()
+    };
+    let worker = component_with(limits, None);
+    for (path, expected) in
+        [("/big/1024", "over 524288 bytes, streamed"), ("/big-then-trap/256", "wasm trap")]
+    {
+        let outcome = worker.handle(request("GET", path, &[], ""), RequestId(1)).await;
+        let (status, body) = read_streamed(outcome.unwrap(), Duration::ZERO).await;
+        assert_eq!(status, 200, "{path}");
+        let error = body.expect_err(path);
+        assert!(error.contains(expected), "{path}: {error}");
+    }
+    // A reader that stops: the guest waits on it until the deadline, which cuts the answer.
+    let stalled = worker.handle(request("GET", "/big/400", &[], ""), RequestId(2)).await;
+    let (_, body) = read_streamed(stalled.unwrap(), Duration::from_millis(400)).await;
+    let error = body.expect_err("stalled");
+    assert!(error.contains("deadline"), "{error}");
+    component_still_serves(&worker).await;
+}

@@ -19,6 +19,8 @@
 //! | `/fields/N/K` | builds N header maps of K KiB each in the host and keeps them; 200 with how many it could build |
 //! | `/random/N/K` | asks for K KiB of random bytes N times; 200 |
 //! | `/unfinished` | answers 200, writes part of the body, and returns without finishing or dropping it |
+//! | `/big/N` | 200 and N KiB, in 4 KiB writes: byte `i` is `i % 251` |
+//! | `/big-then-trap/N` | writes N KiB as `/big/N` does, then panics before finishing |
 
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "built for wasm32 only"))]
 
@@ -134,6 +136,25 @@ impl wasip2::exports::http::incoming_handler::Guest for Component {
                 drop(stream);
                 // Neither finished nor dropped.
                 std::mem::forget(body);
+            }
+            _ if route.starts_with("/big/") || route.starts_with("/big-then-trap/") => {
+                let (trap, kib) = match route.strip_prefix("/big/") {
+                    Some(kib) => (false, kib),
+                    None => (true, &route["/big-then-trap/".len()..]),
+                };
+                let kib: usize = kib.parse().unwrap_or(0);
+                let response = OutgoingResponse::new(Fields::new());
+                let body = response.body().expect("the body, once");
+                ResponseOutparam::set(out, Ok(response));
+                {
+                    let stream = body.write().expect("the body's stream, once");
+                    let bytes: Vec<u8> = (0..kib << 10).map(|i| (i % 251) as u8).collect();
+                    for chunk in bytes.chunks(4096) {
+                        stream.blocking_write_and_flush(chunk).expect("writing the body");
+                    }
+                }
+                assert!(!trap, "a trap after the answer started");
+                OutgoingBody::finish(body, None).expect("finishing the body");
             }
             _ if route.starts_with("/status/") => {
                 let status = route["/status/".len()..].parse().unwrap_or(500);
