@@ -54,7 +54,6 @@ impl std::fmt::Debug for ComponentBody {
 }
 
 impl ComponentBody {
-    #[allow(clippy::too_many_arguments, reason = "one constructor, called once")]
     pub(crate) fn new(
         prefix: Bytes,
         body: HyperOutgoingBody,
