@@ -29,6 +29,7 @@
 //! let request = GuestRequest { body: "{}".into(), ..Default::default() };
 //! match worker.handle(request, RequestId(1)).await {
 //!     Ok(GuestOutcome::Response(response)) => println!("{}", response.status()),
+//!     Ok(GuestOutcome::Streamed(response)) => println!("{}, streaming", response.status()),
 //!     Ok(GuestOutcome::Forward(forward)) => println!("to {}", forward.upstream),
 //!     Err(error) => println!("{}", error.kind().code()),
 //! }
