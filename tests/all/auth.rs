@@ -317,7 +317,7 @@ fn identity_config(origin: std::net::SocketAddr, component: &str) -> String {
 
 #[test]
 fn a_route_verifies_the_bearer_token_and_passes_its_claims_as_headers() {
-    let Some(component) = crate::component::wasip2_std() else { return };
+    let Some(component) = edgegate_guests::wasip2_std() else { return };
     let origin = Origin::start();
     let config = identity_config(origin.addr, component);
     let secret = std::str::from_utf8(HMAC_SECRET).unwrap();

@@ -167,18 +167,6 @@ fn what_a_component_makes_the_host_hold_is_bounded_and_its_fault() {
     assert!(!log.contains("internal_error"), "{log}");
 }
 
-/// The std guest built for `wasm32-wasip2`; `None` (said loudly, and a failure where
-/// `EDGEGATE_REQUIRE_WASIP2=1`) when the toolchain lacks the target.
-pub(crate) fn wasip2_std() -> Option<&'static str> {
-    let path = edgegate_guests::WASIP2_STD;
-    if path.is_none() {
-        let why = "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)";
-        assert!(std::env::var("EDGEGATE_REQUIRE_WASIP2").as_deref() != Ok("1"), "{why}");
-        eprintln!("!!! SKIPPED: {why}");
-    }
-    path
-}
-
 /// A component built the usual way (wasm32-wasip2, wit-bindgen) reaches the gateway's KV
 /// namespaces through `wasi:keyvalue` and its config table through `wasi:config/store`: what
 /// it writes to a Redis namespace a core module reads, and a second gateway too; each call is
@@ -186,7 +174,7 @@ pub(crate) fn wasip2_std() -> Option<&'static str> {
 /// gateway goes on serving.
 #[test]
 fn a_component_uses_kv_in_redis_and_config_through_the_standard_interfaces() {
-    let Some(component) = wasip2_std() else { return };
+    let Some(component) = edgegate_guests::wasip2_std() else { return };
     let Some(redis) = edgegate_testkit::redis::RedisServer::start("component_kv") else { return };
     let config = format!(
         r#"
@@ -285,6 +273,7 @@ fn read_chunked(
 ) -> (String, Vec<u8>, bool) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).unwrap();
     let mut raw = Vec::new();

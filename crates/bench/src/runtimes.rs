@@ -119,24 +119,7 @@ url = "builtin:demo-origin"
 [upstreams.service-b]
 url = "builtin:demo-origin"
 
-[kv.bench]
-backend = "memory"
-seed = "profiles.ndjson"
-
-[workers.kv-lookup]
-module = "builtin:kv-lookup"
-limits = { cpu = "10ms" }
-kv = ["bench"]
-
-[workers.kv-lookup.config]
-namespace = "bench"
-content_type = "application/json"
-
-[[routes]]
-prefix = "/kv/"
-methods = ["GET", "PUT"]
-worker = "kv-lookup"
-
+{db_lookup}
 [kv.catalog]
 backend = "memory"
 seed = "catalog.ndjson"
@@ -158,15 +141,16 @@ methods = ["POST"]
 worker = "image-resize"
 "#;
 
-/// What `edgegate-component` serves besides static-json: db-lookup through
-/// `kv-lookup-component`, the same answers as kv-lookup through `wasi:keyvalue`.
-const COMPONENT_WORKLOADS_CONFIG: &str = r#"
+/// The db-lookup workload's namespace, worker and route, the worker's module `{kv_lookup}`:
+/// `builtin:kv-lookup`, or for `edgegate-component` `builtin:kv-lookup-component`, the same
+/// answers through `wasi:keyvalue`.
+const DB_LOOKUP_CONFIG: &str = r#"
 [kv.bench]
 backend = "memory"
 seed = "profiles.ndjson"
 
 [workers.kv-lookup]
-module = "builtin:kv-lookup-component"
+module = "{kv_lookup}"
 limits = { cpu = "10ms" }
 kv = ["bench"]
 
@@ -206,16 +190,18 @@ const WASMTIME_SERVE_VERSION: &str = "49.0.3";
 
 /// The lab's edgegate configuration for `runtime` (an edgegate one).
 fn edgegate_config(runtime: Runtime) -> String {
+    let db_lookup = |module: &str| DB_LOOKUP_CONFIG.replace("{kv_lookup}", module);
     let image = match runtime {
         // `echo-json-component` is deployed to echo-json's file; db-lookup is the component
         // twin of kv-lookup; nothing else is served.
         Runtime::EdgegateComponent => {
-            return STATIC_JSON_CONFIG.to_owned() + COMPONENT_WORKLOADS_CONFIG;
+            return STATIC_JSON_CONFIG.to_owned() + &db_lookup("builtin:kv-lookup-component");
         }
         Runtime::EdgegateWasm => IMAGE_WASM,
         _ => IMAGE_CAPABILITY,
     };
-    STATIC_JSON_CONFIG.to_owned() + &OTHER_WORKLOADS_CONFIG.replace("{image_resize}", image)
+    let others = OTHER_WORKLOADS_CONFIG.replace("{image_resize}", image);
+    STATIC_JSON_CONFIG.to_owned() + &others.replace("{db_lookup}", &db_lookup("builtin:kv-lookup"))
 }
 
 impl Environment {
@@ -589,7 +575,10 @@ mod tests {
     fn the_two_edgegates_differ_only_in_the_image_worker() {
         let capability = edgegate_config(Runtime::Edgegate);
         let wasm = edgegate_config(Runtime::EdgegateWasm);
-        assert!(!capability.contains("{image_resize}") && !wasm.contains("{image_resize}"));
+        for placeholder in ["{image_resize}", "{db_lookup}", "{kv_lookup}"] {
+            assert!(!capability.contains(placeholder) && !wasm.contains(placeholder));
+        }
+        assert!(capability.contains("module = \"builtin:kv-lookup\""), "{capability}");
         assert!(capability.contains("builtin:image-resize\"\nimage = true"));
         assert!(wasm.contains("builtin:image-resize-wasm") && !wasm.contains("image = true"));
         let without = |c: &str, block: &str| c.replace(block, "");

@@ -25,3 +25,15 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
     ("image-resize-wasm", IMAGE_RESIZE_WASM),
     ("json-transform", JSON_TRANSFORM),
 ];
+
+/// [`WASIP2_STD`]'s path, for a test that needs it; `None` when the toolchain lacks the
+/// `wasm32-wasip2` target, said loudly, and a failure where `EDGEGATE_REQUIRE_WASIP2=1` (CI).
+#[cfg(feature = "test-programs")]
+pub fn wasip2_std() -> Option<&'static str> {
+    if WASIP2_STD.is_none() {
+        let why = "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)";
+        assert!(std::env::var("EDGEGATE_REQUIRE_WASIP2").as_deref() != Ok("1"), "{why}");
+        eprintln!("!!! SKIPPED: {why}");
+    }
+    WASIP2_STD
+}

@@ -52,8 +52,8 @@ struct Reloads {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// What the gateway answers with: a body it has whole (a worker's response, an error), or an
-/// upstream's, streamed.
+/// What the gateway answers with: a body it has whole (a worker's response, an error), or one
+/// streamed as it arrives (an upstream's, or a component's answer past its buffer).
 pub type ResponseBody = Either<Full<Bytes>, Digested<Streamed>>;
 
 /// A running gateway: the snapshot serving, and what outlives snapshots (the engine and its

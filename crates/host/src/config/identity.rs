@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use http::header::{self, HeaderName};
 use serde::Deserialize;
 
 use super::jwt::JwtConfig;
 use super::{Config, ConfigError};
+use crate::forward::headers::HOP_BY_HOP;
 
 /// `[routes.identity]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -26,23 +28,15 @@ pub struct IdentityConfig {
     pub claims: BTreeMap<String, String>,
 }
 
-/// Headers a claim may not be passed as: the request's framing, its host, its credentials,
-/// and what describes the connection.
-const RESERVED: &[&str] = &[
-    "host",
-    "content-length",
-    "content-type",
-    "transfer-encoding",
-    "authorization",
-    "cookie",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
+/// Headers a claim may not be passed as, besides the hop-by-hop ones a proxy drops anyway
+/// ([`HOP_BY_HOP`]): the request's framing, its host, and its credentials.
+const RESERVED: [HeaderName; 6] = [
+    header::HOST,
+    header::CONTENT_LENGTH,
+    header::CONTENT_TYPE,
+    header::AUTHORIZATION,
+    header::COOKIE,
+    header::EXPECT,
 ];
 
 /// Checks `routes[i].identity`.
@@ -73,23 +67,23 @@ pub(super) fn validate(
             );
         }
     }
-    let mut headers: Vec<String> = Vec::new();
+    let mut headers: Vec<HeaderName> = Vec::new();
     for (claim, header) in &identity.claims {
         let field = format!(".claims.{claim}");
         if claim.is_empty() {
             return at(".claims", "a claim name cannot be empty".into());
         }
-        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+        // Parsed, a name is lower case: `X-Id` and `x-id` are one header.
+        let Ok(name) = HeaderName::from_bytes(header.as_bytes()) else {
             return at(&field, format!("`{header}` is not a header name"));
-        }
-        let lower = header.to_ascii_lowercase();
-        if RESERVED.contains(&lower.as_str()) {
+        };
+        if RESERVED.contains(&name) || HOP_BY_HOP.contains(&name) {
             return at(&field, format!("`{header}` is a header the gateway will not set"));
         }
-        if headers.contains(&lower) {
+        if headers.contains(&name) {
             return at(&field, format!("`{header}` is named for two claims"));
         }
-        headers.push(lower);
+        headers.push(name);
     }
     Ok(())
 }

@@ -130,8 +130,9 @@ async fn shadow_answer(
             }
             // The shadow's task holds its slot until the body is read.
             GuestOutcome::Streamed(response) => {
-                let body = |body| Streamed::guest(body, Held::default());
-                return Some(response.map(|b| Either::Right(Digested::new(body(b)))));
+                let body =
+                    |body| Either::Right(Digested::new(Streamed::guest(body, Held::default())));
+                return Some(response.map(body));
             }
             GuestOutcome::Forward(forward) => (snapshot.granted(target, &forward).ok()?, forward),
         },

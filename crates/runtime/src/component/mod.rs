@@ -378,7 +378,7 @@ fn incoming(request: GuestRequest) -> http::Request<Full<Bytes>> {
 
 /// How much of a component's answer is read before its head is sent: an answer that ends
 /// within it is sent whole, checked and costed like a module's; a longer one is streamed.
-pub(crate) const BUFFER: usize = 64 << 10;
+const BUFFER: usize = 64 << 10;
 
 /// A component's answer as far as it was read.
 enum Buffered {
