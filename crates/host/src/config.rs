@@ -319,6 +319,19 @@ mod tests {
     }
 
     #[test]
+    fn components_check_bounds_explicitly_unless_told_to_use_guard_pages() {
+        use edgegate_runtime::BoundsChecks;
+        let checks = |text: &str| load(text).unwrap().runtime.component_bounds_checks;
+        assert_eq!(checks(""), BoundsChecks::Explicit);
+        assert_eq!(
+            checks("[runtime]\ncomponent_bounds_checks = \"guard-pages\"\n"),
+            BoundsChecks::GuardPages
+        );
+        let e = error("[runtime]\ncomponent_bounds_checks = \"none\"\n");
+        assert_eq!(e.key.as_deref(), Some("runtime.component_bounds_checks"), "{e}");
+    }
+
+    #[test]
     fn an_empty_file_is_a_valid_config() {
         let c = load("").unwrap();
         assert!(c.routes.is_empty());

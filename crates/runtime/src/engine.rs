@@ -1,14 +1,15 @@
-//! The one Wasmtime [`Engine`] every worker shares, and the thread that ticks its epoch.
+//! The Wasmtime engines every worker shares (one per ABI, [`Engines`]), and the thread that
+//! ticks their epochs.
 //!
 //! The ticker ticks while requests run and for [`LINGER`] after the last one, then parks until
 //! the next request starts ([`Activity`]): an idle gateway does not wake a thread a thousand
 //! times a second.
 //!
-//! The engine uses the pooling instance allocator: at start it reserves `max_instances` slots,
-//! each with room for one request of either ABI (a module's instance, linear memory (up to
+//! Each engine uses the pooling instance allocator: at start it reserves `max_instances` slots,
+//! each with room for one request of its ABI (a module's instance, linear memory (up to
 //! `max_memory`) and table, or a component's few of each) and one async stack, so
 //! instantiating is a slot lookup plus a copy-on-write mapping of the module's memory image,
-//! not an `mmap` per request.
+//! not an `mmap` per request. (The components' slots have no guard: [`Engines`] says why.)
 //!
 //! ```text
 //!  memory pool   ┌──────────── slot 0 ─────────────┬──────────── slot 1 ─────────────┬ …
@@ -24,6 +25,9 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::compiled::Abi;
+use crate::meter::Shape;
 
 /// How the runtime's engine and instance pool are sized.
 #[derive(Debug, Clone)]
@@ -64,6 +68,8 @@ pub struct RuntimeConfig {
     /// spread over many modules cost what requests to one do, at a copy of the module's
     /// data per request (docs/configuration.md#runtime).
     pub memory_init_cow: bool,
+    /// **Components' bounds checks** (default [`BoundsChecks::Explicit`]): see [`Engines`].
+    pub component_bounds_checks: BoundsChecks,
 }
 
 impl Default for RuntimeConfig {
@@ -78,6 +84,7 @@ impl Default for RuntimeConfig {
             max_resident: std::num::NonZeroUsize::new(1000).unwrap_or(std::num::NonZeroUsize::MIN),
             load_concurrency: std::thread::available_parallelism().map_or(1, |n| n.get()),
             memory_init_cow: true,
+            component_bounds_checks: BoundsChecks::Explicit,
         }
     }
 }
@@ -87,22 +94,74 @@ impl Default for RuntimeConfig {
 /// every request touches.
 const KEEP_RESIDENT: usize = 64 << 10;
 
-pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
-    let component = crate::meter::COMPONENT;
-    // Every slot can hold a request of either ABI: a module (one instance, memory and table)
-    // or a component (up to crate::meter::COMPONENT). Memories and tables are address
-    // space until a request touches them.
+/// The two engines: one for core modules, one for components, each with its own instance
+/// pool of `max_instances` slots shaped for its ABI.
+///
+/// They differ in how a guest's memory accesses are checked. Core modules, which run the
+/// lab's compute (JSON, JWT, images), keep Wasmtime's default: guard pages and signal-based
+/// traps, no bounds check in the code. Components, by default, check bounds in the code
+/// ([`BoundsChecks::Explicit`]) and have no guard pages: Rust's allocator grows a component's
+/// memory on every request, and with guard pages Wasmtime must `mprotect` the slot back to
+/// its initial size when the next request takes it, a TLB shootdown on every CPU the process
+/// ran on. Without them the slot stays accessible (its pages are still reset and returned to
+/// the kernel), and a component request costs 20–30 % less (docs/components.md#cost).
+#[derive(Clone)]
+pub(crate) struct Engines {
+    pub(crate) core: Engine,
+    pub(crate) component: Engine,
+}
+
+impl Engines {
+    pub(crate) fn new(config: &RuntimeConfig) -> wasmtime::Result<Self> {
+        let (slots, checks) = (config.max_instances, config.component_bounds_checks);
+        Ok(Self {
+            core: new_engine(config, crate::meter::MODULE, 0, BoundsChecks::GuardPages)?,
+            component: new_engine(config, crate::meter::COMPONENT, slots, checks)?,
+        })
+    }
+
+    /// The engine that runs code of this ABI.
+    pub(crate) fn of(&self, abi: Abi) -> &Engine {
+        match abi {
+            Abi::Core => &self.core,
+            Abi::HttpComponent => &self.component,
+        }
+    }
+}
+
+/// How a component's memory accesses are kept in bounds (`[runtime] component_bounds_checks`:
+/// `"explicit"` or `"guard-pages"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BoundsChecks {
+    /// Checked by the compiled code; no guard pages, no signal handlers needed, and no
+    /// `mprotect` when a slot is reused after its memory grew. The default for components.
+    Explicit,
+    /// Guard pages and signal-based traps, as core modules always use: cheaper compute, a
+    /// costlier instantiation whenever the last instance in the slot grew its memory.
+    GuardPages,
+}
+
+/// An engine whose pool has `config.max_instances` slots of `shape` each (and
+/// `components` component instances).
+fn new_engine(
+    config: &RuntimeConfig,
+    shape: Shape,
+    components: u32,
+    checks: BoundsChecks,
+) -> wasmtime::Result<Engine> {
+    // Memories and tables are address space until a request touches them.
     let slots = config.max_instances;
     let times = |n: usize| slots.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_core_instances(times(component.instances))
-        .total_component_instances(slots)
-        .total_memories(times(component.memories))
-        .total_tables(times(component.tables))
+    pool.total_core_instances(times(shape.instances))
+        .total_component_instances(components)
+        .total_memories(times(shape.memories))
+        .total_tables(times(shape.tables))
         .total_stacks(slots)
-        .max_core_instances_per_component(component.instances as u32)
-        .max_memories_per_component(component.memories as u32)
-        .max_tables_per_component(component.tables as u32)
+        .max_core_instances_per_component(shape.instances as u32)
+        .max_memories_per_component(shape.memories as u32)
+        .max_tables_per_component(shape.tables as u32)
         .max_memories_per_module(1)
         .max_tables_per_module(1)
         .max_memory_size(usize::try_from(config.max_memory).unwrap_or(usize::MAX))
@@ -116,6 +175,14 @@ pub(crate) fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
         .max_wasm_stack(config.max_wasm_stack)
         .memory_init_cow(config.memory_init_cow)
         .parallel_compilation(true);
+    if checks == BoundsChecks::Explicit {
+        // Wasmtime keeps a grown slot's pages accessible between instances only for a
+        // memory that relies on no virtual-memory trick at all: no guard, no signals.
+        wasm.signals_based_traps(false)
+            .memory_guard_size(0)
+            .memory_reservation(config.max_memory)
+            .memory_reservation_for_growth(0);
+    }
     if std::env::var_os(PERF_MAP_ENV).is_some_and(|v| v == "1") {
         wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
@@ -181,10 +248,10 @@ pub(crate) struct EpochTicker {
 }
 
 impl EpochTicker {
-    pub(crate) fn start(engine: &Engine, tick: Duration) -> std::io::Result<Self> {
+    pub(crate) fn start(engines: &Engines, tick: Duration) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let activity = Arc::new(Activity::default());
-        let engine = engine.weak();
+        let engines = [engines.core.weak(), engines.component.weak()];
         let linger = LINGER.as_nanos().div_ceil(tick.as_nanos().max(1));
         let thread = std::thread::Builder::new().name("edgegate-epoch".into()).spawn({
             let (stop, activity) = (stop.clone(), activity.clone());
@@ -193,9 +260,11 @@ impl EpochTicker {
                 let mut idle_ticks = 0;
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(tick);
-                    match engine.upgrade() {
-                        Some(engine) => engine.increment_epoch(),
-                        None => break,
+                    for engine in &engines {
+                        match engine.upgrade() {
+                            Some(engine) => engine.increment_epoch(),
+                            None => return,
+                        }
                     }
                     if activity.running.load(Ordering::SeqCst) > 0 {
                         idle_ticks = 0;

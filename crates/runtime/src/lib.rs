@@ -71,7 +71,7 @@ pub const SPAN_TARGET: &str = "edgegate::span";
 
 pub use compiled::{Abi, ModuleInfo};
 pub use component::provides as component_provides;
-pub use engine::RuntimeConfig;
+pub use engine::{BoundsChecks, RuntimeConfig};
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};
 pub use guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, StreamedBody, Usage};
@@ -109,14 +109,14 @@ impl Runtime {
     /// Creates the engine and its instance pool, and starts the epoch ticker thread.
     /// With `cache: None`, every load compiles.
     pub fn new(config: RuntimeConfig, cache: Option<ModuleCache>) -> anyhow::Result<Self> {
-        let engine = engine::new_engine(&config)?;
-        let linker = hostcalls::linker(&engine)?;
-        let component_linker = component::linker(&engine)?;
-        let ticker = engine::EpochTicker::start(&engine, config.epoch_tick)?;
+        let engines = engine::Engines::new(&config)?;
+        let linker = hostcalls::linker(&engines.core)?;
+        let component_linker = component::linker(&engines.component)?;
+        let ticker = engine::EpochTicker::start(&engines, config.epoch_tick)?;
         let image_threads =
             std::sync::Arc::new(tokio::sync::Semaphore::new(config.image_threads.max(1)));
         let resident = std::sync::Arc::new(resident::Resident::new(
-            engine,
+            engines,
             linker,
             component_linker,
             cache,
@@ -155,13 +155,13 @@ impl Runtime {
         self.ticker.activity()
     }
 
-    /// Compiles `wasm` (a module or a component) ahead of time for this engine: the bytes
+    /// Compiles `wasm` (a module or a component) ahead of time for its engine: the bytes
     /// of a `.cwasm` that [`Runtime::load`] accepts in place of the Wasm, from this binary
     /// with the same settings only.
     pub fn precompile(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
         match Abi::of(wasm) {
-            Abi::Core => self.resident.engine.precompile_module(wasm),
-            Abi::HttpComponent => self.resident.engine.precompile_component(wasm),
+            Abi::Core => self.resident.engines.core.precompile_module(wasm),
+            Abi::HttpComponent => self.resident.engines.component.precompile_component(wasm),
         }
     }
 

@@ -31,6 +31,7 @@ use wasmtime::{Engine, Linker};
 
 use crate::compiled::{Abi, Compiled, ModuleInfo};
 use crate::component::ComponentState;
+use crate::engine::Engines;
 use crate::entry::{Code, Linkers};
 use crate::error::LoadError;
 use crate::module_cache::{CacheOutcome, ModuleCache};
@@ -58,9 +59,9 @@ pub struct ResidentStats {
 /// The outcome of one load, shared by the requests that waited for it.
 type Loaded = Result<Arc<Code>, Arc<LoadError>>;
 
-/// The engine, the linkers and the module cache, and the code they made.
+/// The engines, the linkers and the module cache, and the code they made.
 pub(crate) struct Resident {
-    pub(crate) engine: Engine,
+    pub(crate) engines: Engines,
     pub(crate) linker: Linker<RequestState>,
     pub(crate) component_linker: wasmtime::component::Linker<ComponentState>,
     pub(crate) cache: Option<ModuleCache>,
@@ -89,7 +90,7 @@ fn add(counter: &AtomicU64) {
 
 impl Resident {
     pub(crate) fn new(
-        engine: Engine,
+        engines: Engines,
         linker: Linker<RequestState>,
         component_linker: wasmtime::component::Linker<ComponentState>,
         cache: Option<ModuleCache>,
@@ -97,7 +98,7 @@ impl Resident {
         load_concurrency: usize,
     ) -> Self {
         Self {
-            engine,
+            engines,
             linker,
             component_linker,
             cache,
@@ -237,18 +238,20 @@ impl Resident {
         wasm: &[u8],
         digest: &Digest,
     ) -> Result<(Compiled, CacheOutcome), LoadError> {
+        let abi = Abi::of(wasm);
+        let engine = self.engines.of(abi);
         if Engine::detect_precompiled(wasm).is_some() {
             // SAFETY: deserializing runs the artifact's machine code, so it must be a
             // `precompile_*` output. A `.cwasm` is code the operator deploys, trusted like this
             // binary (docs/toolchain.md says so); Wasmtime checks its header and refuses one
             // from another version or with other settings.
-            let compiled = unsafe { Compiled::deserialize(&self.engine, wasm, Abi::of(wasm)) }
+            let compiled = unsafe { Compiled::deserialize(engine, wasm, abi) }
                 .map_err(LoadError::Precompiled)?;
             return Ok((compiled, CacheOutcome::Precompiled));
         }
         match &self.cache {
-            Some(cache) => cache.load_or_compile(&self.engine, wasm, digest),
-            None => Compiled::compile(&self.engine, wasm).map(|c| (c, CacheOutcome::Miss)),
+            Some(cache) => cache.load_or_compile(engine, wasm, digest),
+            None => Compiled::compile(engine, wasm).map(|c| (c, CacheOutcome::Miss)),
         }
         .map_err(LoadError::Compile)
     }
@@ -263,7 +266,7 @@ impl Resident {
         source: &Source,
     ) -> Result<(Compiled, CacheOutcome), LoadError> {
         if let Some(cache) = &self.cache
-            && let Ok(Some(compiled)) = cache.load(&self.engine, digest, abi)
+            && let Ok(Some(compiled)) = cache.load(self.engines.of(abi), digest, abi)
         {
             return Ok((compiled, CacheOutcome::Hit));
         }
@@ -283,15 +286,15 @@ impl Resident {
         }
     }
 
-    /// The check a module passed before, recorded in the module cache.
-    pub(crate) fn checked(&self, digest: &Digest) -> Option<ModuleInfo> {
-        self.cache.as_ref()?.checked(&self.engine, digest)
+    /// The check a module of this ABI passed before, recorded in the module cache.
+    pub(crate) fn checked(&self, digest: &Digest, abi: Abi) -> Option<ModuleInfo> {
+        self.cache.as_ref()?.checked(self.engines.of(abi), digest)
     }
 
     /// Records that a module passed its full check.
     pub(crate) fn record_checked(&self, digest: &Digest, info: &ModuleInfo) {
         if let Some(cache) = &self.cache {
-            cache.record_checked(&self.engine, digest, info);
+            cache.record_checked(self.engines.of(info.abi), digest, info);
         }
     }
 }

@@ -142,7 +142,8 @@ impl Runtime {
         let resident = self.resident();
         // A `.cwasm` loads without Cranelift: checking it in full costs little, and says so.
         let precompiled = wasmtime::Engine::detect_precompiled(&wasm).is_some();
-        if let Some(info) = (!precompiled).then(|| resident.checked(&digest)).flatten() {
+        let abi = crate::compiled::Abi::of(&wasm);
+        if let Some(info) = (!precompiled).then(|| resident.checked(&digest, abi)).flatten() {
             info.fits(&spec.limits, max)?;
             return Ok(Worker::new(self, spec, info, digest, stamp, Checked::Recorded));
         }

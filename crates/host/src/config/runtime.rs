@@ -46,6 +46,10 @@ pub struct EngineConfig {
     /// (cheapest for one hot worker), `copy` copies the data segments (no remapping when
     /// requests spread over many workers). Default `cow`.
     pub memory_init: MemoryInit,
+    /// How components' memory accesses are kept in bounds: `explicit` checks in the code and
+    /// no guard pages (cheaper instantiation), `guard-pages` as core modules (cheaper
+    /// compute). Default `explicit`.
+    pub component_bounds_checks: edgegate_runtime::BoundsChecks,
 }
 
 /// `[runtime] memory_init`.
@@ -74,6 +78,7 @@ impl Default for EngineConfig {
             load_concurrency: std::num::NonZeroUsize::new(runtime.load_concurrency)
                 .unwrap_or(std::num::NonZeroUsize::MIN),
             memory_init: if runtime.memory_init_cow { MemoryInit::Cow } else { MemoryInit::Copy },
+            component_bounds_checks: runtime.component_bounds_checks,
         }
     }
 }

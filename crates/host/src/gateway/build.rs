@@ -563,6 +563,7 @@ pub fn runtime_config(config: &crate::config::Config) -> RuntimeConfig {
         max_resident: config.runtime.max_resident,
         load_concurrency: config.runtime.load_concurrency.get(),
         memory_init_cow: config.runtime.memory_init == crate::config::MemoryInit::Cow,
+        component_bounds_checks: config.runtime.component_bounds_checks,
         ..RuntimeConfig::default()
     }
 }

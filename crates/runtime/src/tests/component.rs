@@ -469,3 +469,42 @@ async fn a_streamed_answer_that_fails_is_cut_not_ended() {
     assert!(error.contains("deadline"), "{error}");
     component_still_serves(&worker).await;
 }
+
+#[tokio::test]
+async fn a_component_cannot_read_past_its_memory_nor_what_the_request_before_it_left() {
+    let wasm = std::fs::read(guests::HTTP_COMPONENT).unwrap();
+    let mut compiled = Vec::new();
+    for checks in [crate::BoundsChecks::Explicit, crate::BoundsChecks::GuardPages] {
+        // One slot: every request reuses the memory the one before it grew and stained.
+        let config = RuntimeConfig {
+            max_instances: 1,
+            component_bounds_checks: checks,
+            ..RuntimeConfig::default()
+        };
+        let runtime = Runtime::new(config, None).unwrap();
+        compiled.push(runtime.precompile(&wasm).unwrap());
+        let worker = runtime
+            .load(WorkerSpec {
+                name: "component",
+                source: crate::Source::Bytes(Bytes::copy_from_slice(&wasm)),
+                limits: Limits { cpu: Duration::from_millis(200), ..Limits::default() },
+                config: BTreeMap::new(),
+                keys: None,
+                kv: Vec::new(),
+                fetcher: None,
+                image: None,
+            })
+            .unwrap();
+        let past_end = worker.handle(request("GET", "/past-end", &[], ""), RequestId(1)).await;
+        let error = past_end.expect_err("a read past the end of memory");
+        assert_eq!(error.kind(), ExecErrorKind::Trap, "{checks:?}: {error}");
+        assert!(format!("{error:#}").contains("out of bounds"), "{checks:?}: {error:#}");
+        for _ in 0..3 {
+            let stain = response(&worker, request("GET", "/stain", &[], "")).await;
+            assert_eq!(stain.body(), "0", "{checks:?}: a grown page held the last request's byte");
+        }
+        component_still_serves(&worker).await;
+    }
+    // The setting reaches the compiled code: the two engines make different artifacts.
+    assert_ne!(compiled[0], compiled[1]);
+}

@@ -347,7 +347,7 @@ fn the_wrong_abi_message_says_what_to_do() {
 fn module_cache_hits_and_rejects_bad_entries() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::open(dir.path().join("modules")).unwrap();
-    let engine = &runtime().resident().engine;
+    let engine = &runtime().resident().engines.core;
     let wasm = guests::ECHO_JSON;
 
     let (_, first) =
@@ -396,7 +396,7 @@ fn module_cache_hits_and_rejects_bad_entries() {
 fn an_entry_from_another_engine_configuration_is_never_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::open(dir.path()).unwrap();
-    let ours = &runtime().resident().engine;
+    let ours = &runtime().resident().engines.core;
     let mut config = wasmtime::Config::new();
     config.cranelift_opt_level(wasmtime::OptLevel::None);
     let theirs = wasmtime::Engine::new(&config).unwrap();

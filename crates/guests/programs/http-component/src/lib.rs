@@ -21,6 +21,8 @@
 //! | `/unfinished` | answers 200, writes part of the body, and returns without finishing or dropping it |
 //! | `/big/N` | 200 and N KiB, in 4 KiB writes: byte `i` is `i % 251` |
 //! | `/big-then-trap/N` | writes N KiB as `/big/N` does, then panics before finishing |
+//! | `/past-end` | reads a byte 4 KiB past the end of its memory: a trap |
+//! | `/stain` | grows its memory by a page, answers what byte 100 of the new page held, and writes 0xAB there |
 
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "built for wasm32 only"))]
 
@@ -169,9 +171,50 @@ impl wasip2::exports::http::incoming_handler::Guest for Component {
                 let text = format!("{}", block.iter().map(|&b| usize::from(b)).sum::<usize>());
                 respond(out, 200, &[], &[text.as_bytes()]);
             }
+            "/past-end" => {
+                let byte = memory_byte(memory_pages() * PAGE + 4096);
+                respond(out, 200, &[], &[format!("{byte}").as_bytes()]);
+            }
+            "/stain" => {
+                let at = grow_one_page() * PAGE + 100;
+                let byte = memory_byte(at);
+                // SAFETY: `at` is in the page just grown, which no Rust object owns.
+                unsafe { std::ptr::write_volatile(at as *mut u8, 0xAB) };
+                respond(out, 200, &[], &[format!("{byte}").as_bytes()]);
+            }
             _ => respond(out, 404, &[], &[b"no such path"]),
         }
     }
+}
+
+const PAGE: usize = 65536;
+
+#[cfg(target_arch = "wasm32")]
+fn memory_pages() -> usize {
+    core::arch::wasm32::memory_size(0)
+}
+
+/// The first page of a page just added to memory.
+#[cfg(target_arch = "wasm32")]
+fn grow_one_page() -> usize {
+    core::arch::wasm32::memory_grow(0, 1)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn memory_pages() -> usize {
+    unreachable!("built for wasm32 only")
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn grow_one_page() -> usize {
+    unreachable!("built for wasm32 only")
+}
+
+/// The byte at address `at` of linear memory, read as a plain load: past the memory's end the
+/// host must trap it.
+fn memory_byte(at: usize) -> u8 {
+    // SAFETY: none in general; this guest probes the host's bounds checks on purpose.
+    unsafe { std::ptr::read_volatile(at as *const u8) }
 }
 
 /// `N/K` as two numbers (0 for what does not parse).
