@@ -35,6 +35,10 @@ pub enum Runtime {
     /// request only (`--runtimes edgegate-component`), to put a price on the component ABI.
     /// It serves no other workload (auth-check needs the core ABI's JWT host calls).
     EdgegateComponent,
+    /// [`Self::EdgegateComponent`] as shipped: at the default log level, as
+    /// [`Self::EdgegateInfo`] is [`Self::Edgegate`]. On request only
+    /// (`--runtimes edgegate-component-info`).
+    EdgegateComponentInfo,
     /// Node.js (V8), the machine's `node`.
     Node,
     /// workerd, Cloudflare's V8 isolate runtime.
@@ -53,11 +57,12 @@ impl Runtime {
     pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
 
     /// Every runtime `--runtimes` accepts.
-    pub const NAMED: [Self; 8] = [
+    pub const NAMED: [Self; 9] = [
         Self::Edgegate,
         Self::EdgegateInfo,
         Self::EdgegateWasm,
         Self::EdgegateComponent,
+        Self::EdgegateComponentInfo,
         Self::Node,
         Self::Workerd,
         Self::Native,
@@ -71,6 +76,7 @@ impl Runtime {
             Self::EdgegateInfo => "edgegate-info",
             Self::EdgegateWasm => "edgegate-wasm",
             Self::EdgegateComponent => "edgegate-component",
+            Self::EdgegateComponentInfo => "edgegate-component-info",
             Self::Node => "node",
             Self::Workerd => "workerd",
             Self::Native => "native",
@@ -87,15 +93,29 @@ impl Runtime {
     pub fn is_edgegate(self) -> bool {
         matches!(
             self,
-            Self::Edgegate | Self::EdgegateInfo | Self::EdgegateWasm | Self::EdgegateComponent
+            Self::Edgegate
+                | Self::EdgegateInfo
+                | Self::EdgegateWasm
+                | Self::EdgegateComponent
+                | Self::EdgegateComponentInfo
         )
     }
 
-    /// Whether it serves `workload`: `edgegate-component` serves static-json and db-lookup,
-    /// `wasmtime-serve` static-json only, every other runtime them all.
+    /// Whether it is edgegate serving its workloads through components.
+    pub fn is_edgegate_component(self) -> bool {
+        matches!(self, Self::EdgegateComponent | Self::EdgegateComponentInfo)
+    }
+
+    /// Whether it is edgegate at its default log level, writing an access line per request.
+    pub fn logs_access(self) -> bool {
+        matches!(self, Self::EdgegateInfo | Self::EdgegateComponentInfo)
+    }
+
+    /// Whether it serves `workload`: `edgegate-component` (and `-info`) serves static-json and
+    /// db-lookup, `wasmtime-serve` static-json only, every other runtime them all.
     pub fn serves(self, workload: Workload) -> bool {
         match self {
-            Self::EdgegateComponent => {
+            Self::EdgegateComponent | Self::EdgegateComponentInfo => {
                 matches!(workload, Workload::StaticJson | Workload::DbLookup)
             }
             Self::WasmtimeServe => workload == Workload::StaticJson,

@@ -98,7 +98,7 @@ pub fn run(plan: &Plan, env: &Environment, cpus: &CpuPlan) -> anyhow::Result<Res
             result.failed = Some(format!("{e:#}"));
         }
         server.stop();
-        if result.runtime == Runtime::EdgegateInfo
+        if result.runtime.logs_access()
             && let Err(e) = env.trim_access_log(result.runtime)
         {
             say(format!("{}: trimming its log: {e}", result.runtime.name()));

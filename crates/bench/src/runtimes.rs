@@ -194,7 +194,7 @@ fn edgegate_config(runtime: Runtime) -> String {
     let image = match runtime {
         // `echo-json-component` is deployed to echo-json's file; db-lookup is the component
         // twin of kv-lookup; nothing else is served.
-        Runtime::EdgegateComponent => {
+        Runtime::EdgegateComponent | Runtime::EdgegateComponentInfo => {
             return STATIC_JSON_CONFIG.to_owned() + &db_lookup("builtin:kv-lookup-component");
         }
         Runtime::EdgegateWasm => IMAGE_WASM,
@@ -219,7 +219,8 @@ impl Environment {
             Runtime::Edgegate
             | Runtime::EdgegateInfo
             | Runtime::EdgegateWasm
-            | Runtime::EdgegateComponent => {
+            | Runtime::EdgegateComponent
+            | Runtime::EdgegateComponentInfo => {
                 let mut config = edgegate_config(runtime);
                 if let Some(tls) = &self.tls {
                     // The port comes from `--tls-listen`.
@@ -244,6 +245,9 @@ impl Environment {
                         Runtime::EdgegateComponent => format!(
                             "{edgegate_version} (static-json and db-lookup, as wasi:http components)"
                         ),
+                        Runtime::EdgegateComponentInfo => format!(
+                            "{edgegate_version} (as edgegate-component, at its default log level, info)"
+                        ),
                         _ => edgegate_version,
                     },
                     program: self.edgegate.clone(),
@@ -260,11 +264,12 @@ impl Environment {
                         self.tls_args(&["--tls-listen"]),
                     ]
                     .concat(),
-                    // The lab's level is `warn`; `edgegate-info` gets none, so serves at the
-                    // default (nothing is inherited: see `start`).
-                    env: match runtime {
-                        Runtime::EdgegateInfo => env,
-                        _ => [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat(),
+                    // The lab's level is `warn`; `edgegate-info` and `edgegate-component-info`
+                    // get none, so serve at the default (nothing is inherited: see `start`).
+                    env: if runtime.logs_access() {
+                        env
+                    } else {
+                        [env, vec![("EDGEGATE_LOG".into(), "warn".into())]].concat()
                     },
                     log,
                     dir,
@@ -402,14 +407,15 @@ impl Environment {
     }
 
     /// Writes version `n` of the `echo-json` module that an edgegate `runtime` of the lab serves
-    /// (`echo-json-component` for `edgegate-component`): the same code with a custom section
+    /// (`echo-json-component` for `edgegate-component` and `-info`): the same code with a custom section
     /// naming the version, so it is a new module to the cache.
     pub fn deploy_echo_json(&self, runtime: Runtime, n: u32) -> Result<(), String> {
         let dir = self.work.join(runtime.name()).join("modules");
         fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let mut wasm = match runtime {
-            Runtime::EdgegateComponent => edgegate_guests::ECHO_JSON_COMPONENT,
-            _ => edgegate_guests::ECHO_JSON,
+        let mut wasm = if runtime.is_edgegate_component() {
+            edgegate_guests::ECHO_JSON_COMPONENT
+        } else {
+            edgegate_guests::ECHO_JSON
         }
         .to_vec();
         append_custom_section(&mut wasm, "edgegate-bench-version", n.to_string().as_bytes());
@@ -417,7 +423,7 @@ impl Environment {
             .map_err(|e| format!("writing echo-json.wasm: {e}"))
     }
 
-    /// Cuts `edgegate-info`'s log, an access line per request of the whole run (a gigabyte
+    /// Cuts `edgegate-info`'s (or `edgegate-component-info`'s) log, an access line per request of the whole run (a gigabyte
     /// or more), to its first MiB: the start and the first requests, what a
     /// failure needs.
     pub fn trim_access_log(&self, runtime: Runtime) -> std::io::Result<()> {
@@ -656,11 +662,25 @@ mod tests {
                 prepared.env.iter().find(|(k, _)| k == "EDGEGATE_LOG").map(|(_, v)| v.clone());
             (config, level)
         };
-        let (lab, lab_level) = level(Runtime::Edgegate);
-        let (shipped, shipped_level) = level(Runtime::EdgegateInfo);
-        assert_eq!(lab, shipped);
-        assert_eq!(lab_level, Some("warn".into()));
-        assert_eq!(shipped_level, None, "the default level, as shipped");
+        for (lab, shipped) in [
+            (Runtime::Edgegate, Runtime::EdgegateInfo),
+            (Runtime::EdgegateComponent, Runtime::EdgegateComponentInfo),
+        ] {
+            let (lab_config, lab_level) = level(lab);
+            let (shipped_config, shipped_level) = level(shipped);
+            assert_eq!(lab_config, shipped_config, "{}", shipped.name());
+            assert_eq!(lab_level, Some("warn".into()));
+            assert_eq!(shipped_level, None, "{}: the default level, as shipped", shipped.name());
+            assert!(shipped.logs_access() && !lab.logs_access());
+        }
+        let component = |runtime: Runtime| {
+            env.deploy_echo_json(runtime, 0).unwrap();
+            fs::read(work.path().join(runtime.name()).join("modules/echo-json.wasm")).unwrap()
+        };
+        assert_eq!(
+            component(Runtime::EdgegateComponent),
+            component(Runtime::EdgegateComponentInfo)
+        );
     }
 
     fn wat_empty() -> Vec<u8> {
