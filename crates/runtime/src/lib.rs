@@ -1,9 +1,9 @@
 //! The edgegate runtime: runs a worker's WebAssembly for each request in a fresh instance,
 //! within the worker's limits.
 //!
-//! * A [`Runtime`] owns the one Wasmtime engine (pooling allocator, copy-on-write memory
-//!   images, epoch interruption), the host functions of the guest ABI, and the on-disk
-//!   [`ModuleCache`] of compiled modules.
+//! * A [`Runtime`] owns the Wasmtime engines, one per ABI (pooling allocator, copy-on-write
+//!   memory images, epoch interruption; components check bounds in code, [`BoundsChecks`]),
+//!   the host functions of both ABIs, and the on-disk [`ModuleCache`] of compiled modules.
 //! * [`Runtime::prepare`] turns a module into a [`Worker`]: checked against ABI v1 and its
 //!   [`Limits`] (compiled and instantiated once, unless the module cache records that these
 //!   bytes passed before); its code is loaded by its first request and kept while it is among
