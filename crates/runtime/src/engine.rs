@@ -68,7 +68,10 @@ pub struct RuntimeConfig {
     /// spread over many modules cost what requests to one do, at a copy of the module's
     /// data per request (docs/configuration.md#runtime).
     pub memory_init_cow: bool,
-    /// **Components' bounds checks** (default [`BoundsChecks::Explicit`]): see [`Engines`].
+    /// **Components' bounds checks** (default [`BoundsChecks::Explicit`]): components run on
+    /// an engine and pool of their own, which check memory bounds in code and have no guard
+    /// pages unless this says [`BoundsChecks::GuardPages`]. Core modules always have guard
+    /// pages.
     pub component_bounds_checks: BoundsChecks,
 }
 
