@@ -14,6 +14,7 @@ mod kv;
 mod limits;
 mod logs;
 mod observability;
+mod rate_limits;
 mod reload;
 mod requests;
 mod shutdown;

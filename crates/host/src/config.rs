@@ -24,6 +24,7 @@ mod identity;
 mod image;
 mod jwt;
 mod kv;
+mod rate_limit;
 mod route;
 mod runtime;
 mod server;
@@ -41,6 +42,7 @@ pub use identity::IdentityConfig;
 pub use image::ImageConfig;
 pub use jwt::{JwtConfig, KeySourceConfig};
 pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
+pub use rate_limit::{KeyPart, RateLimitConfig};
 pub use route::{RespondConfig, RouteConfig};
 pub use runtime::{EngineConfig, MemoryInit};
 pub use server::{Scheduler, ServerConfig};
@@ -77,6 +79,9 @@ pub struct Config {
     /// The workers the admin API deploys, and what one deploy may ask for.
     #[serde(default)]
     pub deploy: DeployConfig,
+    /// Rate-limit policies by name, which routes name (`rate_limits = [...]`).
+    #[serde(default)]
+    pub rate_limits: BTreeMap<String, RateLimitConfig>,
 }
 
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
@@ -251,6 +256,9 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
     for (name, upstream) in &config.upstreams {
         upstream::validate(upstream, &format!("upstreams.{name}"), file)?;
     }
+    for (name, policy) in &config.rate_limits {
+        rate_limit::validate(name, policy, file)?;
+    }
     for (i, route) in config.routes.iter().enumerate() {
         route::validate(i, route, config, file)?;
     }
@@ -316,6 +324,86 @@ mod tests {
         assert_eq!(copy.runtime.memory_init, MemoryInit::Copy);
         let e = error("[runtime]\nmemory_init = \"lazy\"\n");
         assert_eq!(e.key.as_deref(), Some("runtime.memory_init"), "{e}");
+    }
+
+    const RATE_LIMITED: &str = r#"
+        [workers.echo]
+        module = "builtin:echo-json"
+
+        [rate_limits.per-ip]
+        requests = 100
+        burst = 20
+
+        [rate_limits.per-key]
+        requests = 1000
+        per = "1m"
+        key = ["header:X-Api-Key", "route"]
+        dry_run = true
+
+        [[routes]]
+        path = "/echo"
+        worker = "echo"
+        rate_limits = ["per-ip", "per-key"]
+    "#;
+
+    #[test]
+    fn rate_limit_policies_parse_with_their_defaults() {
+        let c = load(RATE_LIMITED).unwrap();
+        let ip = &c.rate_limits["per-ip"];
+        assert_eq!((ip.requests, ip.per, ip.burst()), (100, Duration::from_secs(1), 20));
+        assert_eq!((ip.key.as_slice(), ip.dry_run), (&["ip".to_owned()][..], false));
+        let key = &c.rate_limits["per-key"];
+        assert_eq!((key.per, key.burst(), key.dry_run), (Duration::from_secs(60), 1000, true));
+        assert_eq!(c.routes[0].rate_limits, ["per-ip", "per-key"]);
+        let trusted = load("[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n").unwrap();
+        let shown: Vec<String> =
+            trusted.server.trusted_proxies.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["10.0.0.0/8", "::1/128"]);
+        let e = error("[server]\ntrusted_proxies = [\"10.0.0.0/33\"]\n");
+        assert_eq!(e.key.as_deref(), Some("server.trusted_proxies"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_rate_limit_is_refused_where_it_is() {
+        let bad = |from: &str, to: &str| {
+            assert!(RATE_LIMITED.contains(from), "{from}");
+            error(&RATE_LIMITED.replacen(from, to, 1))
+        };
+        let cases = [
+            (("requests = 100", "requests = 0"), "rate_limits.per-ip.requests", "at least 1"),
+            (("burst = 20", "burst = 0"), "rate_limits.per-ip.burst", "at least 1"),
+            (("per = \"1m\"", "per = \"0s\""), "rate_limits.per-key.per", "longer than zero"),
+            (
+                ("key = [\"header", "key = [\"user\", \"header"),
+                "rate_limits.per-key.key",
+                "is not a key",
+            ),
+            (
+                ("[\"per-ip\", \"per-key\"]", "[\"per-ip\", \"nope\"]"),
+                "routes[0].rate_limits",
+                "no `[rate_limits.nope]`",
+            ),
+            (
+                ("[\"per-ip\", \"per-key\"]", "[\"per-ip\", \"per-ip\"]"),
+                "routes[0].rate_limits",
+                "named twice",
+            ),
+            (
+                ("key = [\"header:X-Api-Key\", \"route\"]", "key = [\"claim:sub\"]"),
+                "routes[0].rate_limits",
+                "never a key",
+            ),
+            (
+                ("dry_run = true", "scope = \"shared\""),
+                "rate_limits.per-key.scope",
+                "unknown field",
+            ),
+        ];
+        for ((from, to), key, message) in cases {
+            let e = bad(from, to);
+            assert_eq!(e.key.as_deref(), Some(key), "{to}: {e}");
+            assert!(e.to_string().contains(message), "{to}: {e}");
+        }
     }
 
     #[test]

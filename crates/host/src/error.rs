@@ -78,6 +78,9 @@ pub enum ErrorKind {
     /// The route's `identity` cannot check tokens now: its keys come from a JWKS URL that has
     /// been down past its staleness.
     KeysUnavailable,
+    /// A rate-limit policy of the route refused the request: its key made more requests than
+    /// the policy allows.
+    RateLimited,
 }
 
 impl ErrorKind {
@@ -93,7 +96,8 @@ impl ErrorKind {
             | Self::InvalidHost
             | Self::InvalidPath
             | Self::MissingToken
-            | Self::InvalidToken => Source::Client,
+            | Self::InvalidToken
+            | Self::RateLimited => Source::Client,
             Self::Exec(kind) if kind.is_host() => Source::Host,
             Self::Exec(_) | Self::UnknownUpstream | Self::UpstreamNotGranted => Source::Worker,
             Self::UpstreamConnect | Self::UpstreamBadResponse | Self::UpstreamTimeout => {
@@ -117,6 +121,7 @@ impl ErrorKind {
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::Overloaded | Self::KeysUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::MissingToken | Self::InvalidToken => StatusCode::UNAUTHORIZED,
+            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             // Every kind by name: a new one does not compile until it has its status.
             Self::Exec(kind) => match kind {
                 ExecErrorKind::CpuBudgetExceeded
@@ -157,6 +162,7 @@ impl ErrorKind {
             Self::MissingToken => "missing_token",
             Self::InvalidToken => "invalid_token",
             Self::KeysUnavailable => "keys_unavailable",
+            Self::RateLimited => "rate_limited",
             Self::Exec(kind) => kind.code(),
         }
     }
@@ -179,12 +185,15 @@ pub struct RequestError {
     pub kind: ErrorKind,
     /// Detail for the log only.
     pub detail: String,
+    /// Headers the answer carries besides those its kind implies (a rate limit's); boxed, as
+    /// most errors have none and a `Result` carrying one stays small.
+    pub headers: Option<Box<http::HeaderMap>>,
 }
 
 impl RequestError {
     /// An error of `kind` with a detail for the log.
     pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into() }
+        Self { kind, detail: detail.into(), headers: None }
     }
 
     /// The client's response.
@@ -206,6 +215,9 @@ impl RequestError {
         if let Some(challenge) = challenge {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        }
+        for (name, value) in self.headers.iter().flat_map(|extra| extra.iter()) {
+            headers.insert(name, value.clone());
         }
         if let ErrorKind::MethodNotAllowed(methods) = &self.kind {
             let allow = methods.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
@@ -261,6 +273,7 @@ mod tests {
             MissingToken,
             InvalidToken,
             KeysUnavailable,
+            RateLimited,
         ];
         kinds.extend(ExecErrorKind::ALL.map(Exec));
         let position = |kind: &ErrorKind| match kind {
@@ -281,11 +294,12 @@ mod tests {
             MissingToken => 14,
             InvalidToken => 15,
             KeysUnavailable => 16,
-            Exec(_) => 17,
+            RateLimited => 17,
+            Exec(_) => 18,
         };
         let mut seen: Vec<usize> = kinds.iter().map(position).collect();
         seen.dedup();
-        assert_eq!(seen, (0..=17).collect::<Vec<_>>(), "every kind, in order");
+        assert_eq!(seen, (0..=18).collect::<Vec<_>>(), "every kind, in order");
         kinds
     }
 

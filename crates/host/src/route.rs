@@ -7,6 +7,8 @@ pub(crate) mod authority;
 pub(crate) mod claims;
 pub(crate) mod identity;
 pub mod path;
+pub(crate) mod rate_key;
+pub(crate) mod rate_limit;
 pub mod router;
 pub(crate) mod shadow;
 pub(crate) mod split;

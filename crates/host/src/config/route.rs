@@ -38,6 +38,10 @@ pub struct RouteConfig {
     /// A bearer token the gateway verifies before the target runs, and the claims it passes
     /// on as headers (`[routes.identity]`). Default: none.
     pub identity: Option<IdentityConfig>,
+    /// The `[rate_limits.NAME]` policies a request must pass, in order, before anything serves
+    /// it. Default: none.
+    #[serde(default)]
+    pub rate_limits: Vec<String>,
 }
 
 /// A route's fixed answer (`respond = { status = 200, body = "ok" }`).
@@ -97,6 +101,7 @@ pub(super) fn validate(
     if let Some(identity) = &route.identity {
         super::identity::validate(i, identity, config, file)?;
     }
+    super::rate_limit::validate_route(i, route, config, file)?;
     if let Some(upstream) = &route.upstream
         && !config.upstreams.contains_key(upstream)
     {

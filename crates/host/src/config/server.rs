@@ -92,6 +92,11 @@ pub struct ServerConfig {
     /// gateway saw; when true, the client's address is appended to `X-Forwarded-For` and the
     /// others are kept.
     pub trust_forwarded: bool,
+    /// The proxies (addresses or CIDR networks) whose `X-Forwarded-For` or `Forwarded`
+    /// header says who the client is, for rate limits keyed by `ip`. Default none: the
+    /// peer's address is the client's.
+    #[serde(deserialize_with = "networks")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Add a `server-timing` header to each response with the instantiate, guest and upstream
     /// durations (docs/observability.md). Off by default: it tells clients how long the
     /// gateway's parts took.
@@ -148,6 +153,7 @@ impl Default for ServerConfig {
             body_read_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
             trust_forwarded: false,
+            trusted_proxies: Vec::new(),
             server_timing: false,
             normalize_path: true,
             merge_slashes: true,
@@ -212,4 +218,23 @@ pub(super) fn validate(s: &ServerConfig, file: &str) -> Result<(), ConfigError> 
         super::tls::validate(tls, file)?;
     }
     Ok(())
+}
+
+/// Networks written as `10.0.0.0/8` or as one address (`192.0.2.1`, `::1`).
+fn networks<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<ipnet::IpNet>, D::Error> {
+    let texts = Vec::<String>::deserialize(deserializer)?;
+    texts
+        .iter()
+        .map(|text| {
+            text.parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "`{text}` is not an address or a network (`10.0.0.0/8`)"
+                    ))
+                })
+        })
+        .collect()
 }

@@ -29,6 +29,7 @@ use crate::forward::upstream::Upstream;
 use crate::observe::metrics::RouteMetrics;
 use crate::route::claims::ClaimSource;
 use crate::route::identity::Identity;
+use crate::route::rate_limit::{Policy, RouteLimit};
 use crate::route::router::Router;
 use crate::route::split::{By, Split};
 
@@ -137,7 +138,8 @@ impl Steps<'_> {
         let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
         let shares = self.shares();
         let route_keys = self.load_route_keys(&mut background).await?;
-        let router = self.compile_routes(&workers, &upstreams, &shares, &route_keys);
+        let rate_limits = self.rate_limits();
+        let router = self.compile_routes(&workers, &upstreams, &shares, &route_keys, &rate_limits);
         let config = &self.loaded.config;
         Ok(Snapshot {
             generation,
@@ -156,6 +158,10 @@ impl Steps<'_> {
                 .collect(),
             workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
             shares,
+            rate_limits,
+            trusted_proxies: crate::route::rate_key::TrustedProxies::new(
+                config.server.trusted_proxies.clone(),
+            ),
             kv,
             tls,
             _background: background,
@@ -340,6 +346,22 @@ impl Steps<'_> {
             .collect()
     }
 
+    /// Each rate-limit policy: the previous snapshot's where its table is unchanged (with its
+    /// counts), else a new one.
+    fn rate_limits(&self) -> HashMap<String, Arc<Policy>> {
+        let previous = self.previous.map(|p| &p.rate_limits);
+        self.loaded
+            .config
+            .rate_limits
+            .iter()
+            .map(|(name, config)| {
+                let kept = previous.and_then(|p| p.get(name)).filter(|p| p.is(config));
+                let policy = kept.cloned().unwrap_or_else(|| Arc::new(Policy::new(name, config)));
+                (name.clone(), policy)
+            })
+            .collect()
+    }
+
     /// The routes, each with its target and metrics.
     fn compile_routes(
         &self,
@@ -347,6 +369,7 @@ impl Steps<'_> {
         upstreams: &HashMap<String, Arc<Upstream>>,
         shares: &HashMap<String, Share>,
         route_keys: &HashMap<usize, Keys>,
+        rate_limits: &HashMap<String, Arc<Policy>>,
     ) -> Router<Target> {
         let config = &self.loaded.config;
         let server_limit = config.server.max_request_body.bytes();
@@ -416,7 +439,16 @@ impl Steps<'_> {
                 let source = ClaimSource::new(keys, policy, "edgegate_route_identity_total", name);
                 Some(Arc::new(Identity::new(source, &identity.claims)))
             });
-            Target { action, metrics: Arc::new(RouteMetrics::new(name, &label)), identity }
+            // Validation made sure each name is a policy.
+            let rate_limits = route
+                .rate_limits
+                .iter()
+                .filter_map(|policy| {
+                    Some(RouteLimit::new(rate_limits.get(policy)?.clone(), policy, name))
+                })
+                .collect();
+            let metrics = Arc::new(RouteMetrics::new(name, &label));
+            Target { action, metrics, identity, rate_limits }
         })
     }
 }

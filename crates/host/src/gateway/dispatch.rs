@@ -30,6 +30,7 @@ use crate::forward::upstream::Upstream;
 use crate::listen::conn::ConnInfo;
 use crate::observe::access::Logged;
 use crate::route::path::PathRules;
+use crate::route::rate_key::Facts;
 use crate::route::router::{Match, Route};
 use crate::route::shadow::Digested;
 
@@ -62,8 +63,20 @@ impl Gateway {
         logged.route = Some(&route.name);
         logged.metrics = Some(&route.target.metrics);
         tracing::Span::current().record("route", route.name.as_str());
-        if let Some(identity) = &route.target.identity {
-            identity.admit(&mut parts.headers)?;
+        let token = match &route.target.identity {
+            Some(identity) => Some(identity.admit(&mut parts.headers)?),
+            None => None,
+        };
+        if !route.target.rate_limits.is_empty() {
+            let facts = Facts {
+                client: snapshot.trusted_proxies.client(conn.peer.ip(), &parts.headers),
+                route: &route.name,
+                headers: &parts.headers,
+                token: token.as_ref(),
+            };
+            for limit in &route.target.rate_limits {
+                limit.admit(&facts)?;
+            }
         }
         let chosen = self.choose(route, &parts, logged);
         strip_gateway_headers(&mut parts.headers);

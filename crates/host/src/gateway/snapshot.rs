@@ -36,6 +36,11 @@ pub(crate) struct Snapshot {
     /// The workers' shares of the instance slots, by name: a reload that keeps a worker's
     /// `max_concurrency` keeps its share, and the requests holding it.
     pub(super) shares: HashMap<String, Share>,
+    /// The rate-limit policies by name: a reload that keeps a policy's table keeps it, and
+    /// its counts.
+    pub(super) rate_limits: HashMap<String, Arc<crate::route::rate_limit::Policy>>,
+    /// `[server] trusted_proxies`, for the client address rate limits count by.
+    pub(super) trusted_proxies: crate::route::rate_key::TrustedProxies,
     /// `edgegate_worker_info{worker,digest}` of each of `workers`, in the same order: the
     /// series goes when the last snapshot holding it does.
     pub(super) worker_info: Vec<Arc<Level>>,
@@ -74,6 +79,8 @@ pub(super) struct Target {
     pub(super) metrics: Arc<RouteMetrics>,
     /// The bearer token check made before the action, if the route has one.
     pub(super) identity: Option<Arc<crate::route::identity::Identity>>,
+    /// The rate-limit policies the route applies, in order, after its identity check.
+    pub(super) rate_limits: Vec<crate::route::rate_limit::RouteLimit>,
 }
 
 /// What serves a route's requests.

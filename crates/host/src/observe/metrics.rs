@@ -161,6 +161,16 @@ const METRICS: &[(&str, Kind, &str)] = &[
         "Requests a split's worker failed before answering, served by the fallback target, by reason",
     ),
     (
+        "edgegate_rate_limit_decisions_total",
+        Kind::Count,
+        "Requests a rate-limit policy counted, by policy, route and outcome (allowed, limited, dry_run_limited, no_key)",
+    ),
+    (
+        "edgegate_rate_limited_total",
+        Kind::Count,
+        "Requests a rate-limit policy refused with 429, by policy and route",
+    ),
+    (
         "edgegate_split_claims_total",
         Kind::Count,
         "Bearer tokens a split that reads claims verified, by route and outcome (verified, missing, invalid, unavailable)",

@@ -45,8 +45,9 @@ impl Identity {
     }
 
     /// Admits a request whose bearer token verifies, its claims set as headers in place of
-    /// any the client sent; refuses any other.
-    pub(crate) fn admit(&self, headers: &mut HeaderMap) -> Result<(), RequestError> {
+    /// any the client sent, and returns the token (a rate limit may count by its claims);
+    /// refuses any other.
+    pub(crate) fn admit(&self, headers: &mut HeaderMap) -> Result<Jwt, RequestError> {
         for (_, header) in &self.claims {
             headers.remove(header);
         }
@@ -61,7 +62,7 @@ impl Identity {
             })?;
             headers.insert(header.clone(), value);
         }
-        Ok(())
+        Ok(token)
     }
 }
 

@@ -187,6 +187,7 @@ mod tests {
             split: None,
             respond: None,
             identity: None,
+            rate_limits: Vec::new(),
         }
     }
 

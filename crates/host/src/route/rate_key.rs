@@ -1,0 +1,200 @@
+//! What a rate-limit policy counts a request by: its key, built from the parts the policy
+//! names (`ip`, `route`, `header:NAME`, `cookie:NAME`, `claim:NAME`).
+//!
+//! The client's address is the peer's, unless the peer is a trusted proxy
+//! (`[server] trusted_proxies`): then it is the nearest address in `X-Forwarded-For` (or
+//! `Forwarded: for=`) that is not itself a trusted proxy, read from the right, the end the
+//! trusted proxies wrote. A client that is not a trusted proxy cannot choose its key by
+//! sending those headers.
+//!
+//! A request that lacks a part (no such header, cookie or claim) has no key, and the policy
+//! does not count it, as Envoy's descriptors do: pair such a policy with one by `ip`.
+
+use std::net::IpAddr;
+
+use edgegate_sdk::jwt::Jwt;
+use http::HeaderMap;
+
+use super::claims::claim_text;
+use crate::config::KeyPart;
+
+/// The networks whose peers may say who the client is.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TrustedProxies(Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    pub(crate) fn new(networks: Vec<ipnet::IpNet>) -> Self {
+        Self(networks)
+    }
+
+    fn contains(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The client's address: `peer`, or what trusted proxies in front of it say.
+    pub(crate) fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        if !self.contains(peer) {
+            return peer.to_canonical();
+        }
+        let mut hops = forwarded_for(headers);
+        // From the right: the last hop a trusted proxy appended first.
+        let mut client = peer.to_canonical();
+        while let Some(hop) = hops.pop() {
+            client = hop;
+            if !self.contains(hop) {
+                break;
+            }
+        }
+        client
+    }
+}
+
+/// The addresses `Forwarded: for=` (if any) or else `X-Forwarded-For` list, in order; a
+/// header that does not parse as a whole is ignored, hop by hop.
+fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
+    let forwarded: Vec<IpAddr> = headers
+        .get_all(http::header::FORWARDED)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|element| {
+            element.split(';').find_map(|pair| {
+                let (name, value) = pair.trim().split_once('=')?;
+                name.eq_ignore_ascii_case("for").then(|| node_ip(value.trim_matches('"')))?
+            })
+        })
+        .collect();
+    if !forwarded.is_empty() {
+        return forwarded;
+    }
+    headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|hop| node_ip(hop.trim()))
+        .collect()
+}
+
+/// An address as `Forwarded` (RFC 7239 §6) or `X-Forwarded-For` write it: `192.0.2.1`,
+/// `192.0.2.1:80`, `[2001:db8::1]`, `[2001:db8::1]:80`, or a bare IPv6 address.
+fn node_ip(text: &str) -> Option<IpAddr> {
+    if let Some(rest) = text.strip_prefix('[') {
+        return rest.split_once(']')?.0.parse().ok();
+    }
+    text.parse().ok().or_else(|| text.rsplit_once(':').and_then(|(ip, _port)| ip.parse().ok()))
+}
+
+/// What a key is built from.
+pub(crate) struct Facts<'a> {
+    /// The client's address ([`TrustedProxies::client`]).
+    pub(crate) client: IpAddr,
+    pub(crate) route: &'a str,
+    pub(crate) headers: &'a HeaderMap,
+    /// The token the route's identity verified, if it has one.
+    pub(crate) token: Option<&'a Jwt>,
+}
+
+/// The key `parts` give the request `facts` describe, or `None` if it lacks one of them.
+/// Each part is written as its length and its bytes, so no two requests with different
+/// parts share a key.
+pub(crate) fn key(parts: &[KeyPart], facts: &Facts<'_>) -> Option<Vec<u8>> {
+    let mut key = Vec::with_capacity(32);
+    for part in parts {
+        let value: Vec<u8> = match part {
+            KeyPart::Ip => match facts.client {
+                IpAddr::V4(ip) => ip.octets().to_vec(),
+                IpAddr::V6(ip) => ip.octets().to_vec(),
+            },
+            KeyPart::Route => facts.route.as_bytes().to_vec(),
+            KeyPart::Header(name) => facts.headers.get(name.as_str())?.as_bytes().to_vec(),
+            KeyPart::Cookie(name) => cookie(facts.headers, name)?.as_bytes().to_vec(),
+            KeyPart::Claim(name) => claim_text(facts.token?, name)?.as_bytes().to_vec(),
+        };
+        key.extend_from_slice(&u32::try_from(value.len()).ok()?.to_le_bytes());
+        key.extend_from_slice(&value);
+    }
+    Some(key)
+}
+
+/// Cookie `name`'s value, from the first `Cookie` header that has it.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (n, value) = pair.trim().split_once('=')?;
+            (n == name).then_some(value)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_spoofed_forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy() {
+        let trusted = TrustedProxies::new(vec!["10.0.0.0/8".parse().unwrap()]);
+        let spoofed = headers(&[("x-forwarded-for", "1.2.3.4")]);
+        // A client on the internet: its own address, whatever it says.
+        assert_eq!(trusted.client(ip("203.0.113.9"), &spoofed), ip("203.0.113.9"));
+        assert_eq!(TrustedProxies::default().client(ip("10.0.0.1"), &spoofed), ip("10.0.0.1"));
+        // Behind two trusted proxies: the nearest untrusted hop, from the right, so what the
+        // client itself wrote first is not believed.
+        let chain = headers(&[("x-forwarded-for", "1.2.3.4, 198.51.100.7, 10.1.1.1")]);
+        assert_eq!(trusted.client(ip("10.0.0.1"), &chain), ip("198.51.100.7"));
+        // RFC 7239, quoted IPv6 with a port, preferred over X-Forwarded-For.
+        let forwarded = headers(&[
+            ("forwarded", "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\""),
+            ("x-forwarded-for", "9.9.9.9"),
+        ]);
+        assert_eq!(trusted.client(ip("10.0.0.1"), &forwarded), ip("2001:db8::1"));
+        // Only trusted hops: the leftmost; none at all: the peer.
+        let inside = headers(&[("x-forwarded-for", "10.9.9.9")]);
+        assert_eq!(trusted.client(ip("10.0.0.1"), &inside), ip("10.9.9.9"));
+        assert_eq!(trusted.client(ip("10.0.0.1"), &HeaderMap::new()), ip("10.0.0.1"));
+        // An IPv4 peer seen as IPv6 (a dual-stack socket) is the same client.
+        assert_eq!(trusted.client(ip("::ffff:10.0.0.1"), &chain), ip("198.51.100.7"));
+    }
+
+    #[test]
+    fn keys_are_built_from_their_parts_and_absent_parts_give_none() {
+        let map = headers(&[("x-api-key", "k1"), ("cookie", "a=1; session=s9")]);
+        let facts = Facts { client: ip("192.0.2.1"), route: "api", headers: &map, token: None };
+        let parse = |parts: &[&str]| -> Vec<KeyPart> {
+            parts.iter().map(|p| KeyPart::parse(p).unwrap()).collect()
+        };
+        let by_ip = key(&parse(&["ip"]), &facts).unwrap();
+        let by_ip_route = key(&parse(&["ip", "route"]), &facts).unwrap();
+        assert_ne!(by_ip, by_ip_route);
+        assert!(key(&parse(&["header:x-api-key"]), &facts).unwrap().ends_with(b"k1"));
+        assert!(key(&parse(&["cookie:session"]), &facts).unwrap().ends_with(b"s9"));
+        assert_eq!(key(&parse(&["header:x-other"]), &facts), None);
+        assert_eq!(key(&parse(&["cookie:none"]), &facts), None);
+        assert_eq!(key(&parse(&["claim:sub"]), &facts), None, "no verified token, no key");
+        // Parts cannot run into each other: "a" + "bc" is not "ab" + "c".
+        let one = headers(&[("x-a", "a"), ("x-b", "bc")]);
+        let two = headers(&[("x-a", "ab"), ("x-b", "c")]);
+        let facts_of = |h| Facts { client: ip("192.0.2.1"), route: "r", headers: h, token: None };
+        let parts = parse(&["header:x-a", "header:x-b"]);
+        assert_ne!(key(&parts, &facts_of(&one)), key(&parts, &facts_of(&two)));
+    }
+}
