@@ -107,8 +107,7 @@ const KEEP_RESIDENT: usize = 64 << 10;
 /// memory on every request, and with guard pages Wasmtime must `mprotect` the slot back to
 /// its initial size when the next request takes it, a TLB shootdown on every CPU the process
 /// ran on. Without them the slot stays accessible (its pages are still reset and returned to
-/// the kernel), and a component request costs 20–30 % less (docs/components.md#cost).
-#[derive(Clone)]
+/// the kernel), and a component request costs 20–30 % less (docs/components.md#what-it-costs).
 pub(crate) struct Engines {
     pub(crate) core: Engine,
     pub(crate) component: Engine,

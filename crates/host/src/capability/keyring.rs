@@ -477,16 +477,7 @@ fn cache_lifetime(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
-            );
-        }
-        map
-    }
+    use crate::tests::header_map as headers;
 
     #[test]
     fn cache_headers_set_the_lifetime() {

@@ -348,13 +348,7 @@ impl Body for UpstreamBody {
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
-        }
-        map
-    }
+    use crate::tests::header_map as headers;
 
     #[test]
     fn hop_by_hop_headers_and_the_ones_connection_names_are_dropped() {

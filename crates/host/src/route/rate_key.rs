@@ -16,6 +16,7 @@ use edgegate_sdk::jwt::Jwt;
 use http::HeaderMap;
 
 use super::claims::claim_text;
+use super::cookie;
 use crate::config::KeyPart;
 
 /// The networks whose peers may say who the client is.
@@ -118,33 +119,11 @@ pub(crate) fn key(parts: &[KeyPart], facts: &Facts<'_>) -> Option<Vec<u8>> {
     Some(key)
 }
 
-/// Cookie `name`'s value, from the first `Cookie` header that has it.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|pair| {
-            let (n, value) = pair.trim().split_once('=')?;
-            (n == name).then_some(value)
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
-            );
-        }
-        map
-    }
+    use crate::tests::header_map as headers;
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()

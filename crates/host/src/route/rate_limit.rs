@@ -91,7 +91,7 @@ impl RouteLimit {
             self.outcomes[3].increment(1);
             return Ok(());
         };
-        let decision = policy.limit.decide(&key);
+        let decision = policy.limit.decide(key);
         let Decision::Limited { retry_after } = decision else {
             self.outcomes[0].increment(1);
             return Ok(());
@@ -117,6 +117,8 @@ pub(crate) struct LocalLimit {
     requests: u32,
     per: Duration,
     burst: u32,
+    /// `per / requests`: how long one request's count takes to come back.
+    interval: Duration,
     limiter: RateLimiter<
         Vec<u8>,
         governor::state::keyed::DefaultKeyedStateStore<Vec<u8>>,
@@ -167,19 +169,18 @@ impl LocalLimit {
             requests: policy.requests,
             per: policy.per,
             burst: burst.get(),
+            interval,
             limiter,
             clock,
         }
     }
 
     /// Counts one request of `key`.
-    pub(crate) fn decide(&self, key: &[u8]) -> Decision {
-        let key = key.to_vec();
+    pub(crate) fn decide(&self, key: Vec<u8>) -> Decision {
         match self.limiter.check_key(&key) {
             Ok(state) => {
                 let remaining = state.remaining_burst_capacity();
-                let interval = self.per / self.requests.max(1);
-                Decision::Allowed { remaining, reset: interval * (self.burst - remaining) }
+                Decision::Allowed { remaining, reset: self.interval * (self.burst - remaining) }
             }
             Err(not_until) => {
                 Decision::Limited { retry_after: not_until.wait_time_from(self.clock.now()) }
@@ -269,7 +270,7 @@ mod tests {
     #[test]
     fn a_quiet_key_passes_its_burst_then_is_limited_until_an_interval_passes() {
         let limit = LocalLimit::new("per-ip", &policy("requests = 10\nburst = 3"));
-        let decisions: Vec<_> = (0..4).map(|_| limit.decide(b"10.0.0.1")).collect();
+        let decisions: Vec<_> = (0..4).map(|_| limit.decide(b"10.0.0.1".to_vec())).collect();
         let remaining: Vec<_> = decisions[..3]
             .iter()
             .map(|d| match d {
@@ -281,7 +282,10 @@ mod tests {
         let Decision::Limited { retry_after } = decisions[3] else { panic!("{decisions:?}") };
         assert!(retry_after > Duration::ZERO && retry_after <= Duration::from_millis(100));
         // Another key is counted on its own.
-        assert!(matches!(limit.decide(b"10.0.0.2"), Decision::Allowed { remaining: 2, .. }));
+        assert!(matches!(
+            limit.decide(b"10.0.0.2".to_vec()),
+            Decision::Allowed { remaining: 2, .. }
+        ));
         assert_eq!(limit.keys(), 2);
     }
 

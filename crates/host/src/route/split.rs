@@ -247,16 +247,7 @@ fn value<'a>(key: &Key, parts: &'a Parts) -> Option<&'a str> {
         Key::Claim(_) => None,
         Key::Header(name) => parts.headers.get(name)?.to_str().ok(),
         Key::UserAgent => parts.headers.get(http::header::USER_AGENT)?.to_str().ok(),
-        Key::Cookie(name) => parts
-            .headers
-            .get_all(http::header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .find_map(|pair| {
-                let (n, v) = pair.trim().split_once('=')?;
-                (n == name).then_some(v)
-            }),
+        Key::Cookie(name) => super::cookie(&parts.headers, name),
         Key::Query(name) => parts.uri.query()?.split('&').find_map(|pair| {
             let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
             (n == name).then_some(v)

@@ -483,18 +483,8 @@ async fn a_component_cannot_read_past_its_memory_nor_what_the_request_before_it_
         };
         let runtime = Runtime::new(config, None).unwrap();
         compiled.push(runtime.precompile(&wasm).unwrap());
-        let worker = runtime
-            .load(WorkerSpec {
-                name: "component",
-                source: crate::Source::Bytes(Bytes::copy_from_slice(&wasm)),
-                limits: Limits { cpu: Duration::from_millis(200), ..Limits::default() },
-                config: BTreeMap::new(),
-                keys: None,
-                kv: Vec::new(),
-                fetcher: None,
-                image: None,
-            })
-            .unwrap();
+        let limits = Limits { cpu: Duration::from_millis(200), ..Limits::default() };
+        let worker = runtime.load(spec(&wasm, limits, &[])).unwrap();
         let past_end = worker.handle(request("GET", "/past-end", &[], ""), RequestId(1)).await;
         let error = past_end.expect_err("a read past the end of memory");
         assert_eq!(error.kind(), ExecErrorKind::Trap, "{checks:?}: {error}");
