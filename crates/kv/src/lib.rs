@@ -18,10 +18,13 @@
 //! Redis calls time out (`RedisSettings::timeout`) with [`KvError::Timeout`] and fail fast with
 //! [`KvError::Unavailable`] while Redis is down; the connection is re-established in the
 //! background, so calls succeed again once Redis is back.
+//!
+//! Besides the namespaces, [`RedisStore::gcra`] counts a shared rate limit in Redis ([`Gcra`]).
 
 #![deny(missing_docs)]
 
 mod disk;
+mod gcra;
 mod memory;
 pub mod metrics;
 mod remote;
@@ -37,6 +40,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use disk::{DiskFile, DiskStore};
+pub use gcra::Gcra;
 pub use memory::MemoryStore;
 pub use remote::{RedisSettings, RedisStore};
 pub use seed::{SeedEntry, SeedError, parse_seed};

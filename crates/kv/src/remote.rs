@@ -70,12 +70,12 @@ impl RedisStore {
         Ok(Self { conn, settings, incr: Script::new(INCR) })
     }
 
-    fn key(&self, key: &[u8]) -> Vec<u8> {
+    pub(crate) fn key(&self, key: &[u8]) -> Vec<u8> {
         [&self.settings.prefix[..], key].concat()
     }
 
     /// Runs one call on a clone of the connection (clones share it), within the timeout.
-    async fn call<T, F, Fut>(&self, f: F) -> Result<T, KvError>
+    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> Result<T, KvError>
     where
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,

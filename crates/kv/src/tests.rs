@@ -239,3 +239,48 @@ async fn a_hanging_redis_times_out() {
     assert!(matches!(error, KvError::Timeout(_) | KvError::Unavailable(_)), "{error:?}");
     assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn redis_gcra_lets_a_burst_through_then_one_per_interval_and_forgets_idle_keys() {
+    let Some(server) = RedisServer::start("redis_gcra") else { return };
+    let store = redis_store(&server, "rate:", Duration::from_secs(2));
+    // A first call after `SCRIPT FLUSH` loads the script again (`NOSCRIPT`, then `EVALSHA`).
+    store.gcra(b"warm", Duration::from_secs(1), 1).await.unwrap();
+    let flush = |mut c: redis::aio::ConnectionManager| async move {
+        redis::cmd("SCRIPT").arg("FLUSH").query_async::<()>(&mut c).await
+    };
+    store.call(flush).await.unwrap();
+    // 3 at once, then refused until one interval (10 s here, so the test cannot race it).
+    let interval = Duration::from_secs(10);
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        answers.push(store.gcra(b"k", interval, 3).await.unwrap());
+    }
+    let remaining: Vec<u32> = answers[..3]
+        .iter()
+        .map(|a| match a {
+            Gcra::Allowed { remaining, reset } => {
+                assert!(*reset > Duration::ZERO && *reset <= interval * 3, "{a:?}");
+                *remaining
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(remaining, [2, 1, 0]);
+    let Gcra::Limited { retry_after } = answers[3] else { panic!("{answers:?}") };
+    assert!(retry_after > interval - Duration::from_secs(1) && retry_after <= interval);
+    // Another key has its own count.
+    assert!(matches!(store.gcra(b"j", interval, 3).await.unwrap(), Gcra::Allowed { .. }));
+    // The key expires when it would be back to full: here in at most 30 s.
+    let pttl = |mut c: redis::aio::ConnectionManager| async move {
+        redis::cmd("PTTL").arg("rate:k").query_async::<i64>(&mut c).await
+    };
+    let left = store.call(pttl).await.unwrap();
+    assert!(left > 20_000 && left <= 30_000, "PTTL {left}");
+    // A fast rate: after its interval a refused key passes again.
+    let fast = Duration::from_millis(20);
+    assert!(matches!(store.gcra(b"f", fast, 1).await.unwrap(), Gcra::Allowed { remaining: 0, .. }));
+    assert!(matches!(store.gcra(b"f", fast, 1).await.unwrap(), Gcra::Limited { .. }));
+    tokio::time::sleep(fast * 2).await;
+    assert!(matches!(store.gcra(b"f", fast, 1).await.unwrap(), Gcra::Allowed { .. }));
+}
