@@ -1,12 +1,15 @@
 //! Rate limits over real sockets: the rate and burst a closed-loop client gets, keys kept
 //! apart, the 429 answer and its headers, `dry_run`, verified claims as keys, forwarded
-//! addresses believed only from trusted proxies, and counts kept across a reload.
+//! addresses believed only from trusted proxies, and counts kept across a reload. Shared
+//! policies with a real `redis-server`: two gateways held to one rate, and Redis killed, hung
+//! and back.
 
 use std::time::{Duration, Instant};
 
+use edgegate_testkit::redis::{RedisServer, silent_server};
 use edgegate_testkit::{HMAC_SECRET, Signer, now};
 
-use crate::support::{Gateway, Reply, counter, http};
+use crate::support::{Gateway, Reply, counter, http, metric_total};
 
 fn config(policies: &str, route: &str, server: &str) -> String {
     format!(
@@ -40,24 +43,33 @@ fn a_closed_loop_client_gets_the_burst_at_once_then_the_rate() {
 
     // Then, as fast as the client can ask, 50 a second: within ±5 % over 10 s.
     std::thread::sleep(Duration::from_millis(200)); // full again: 10 in the bucket
+    let (passed, refused, seconds) = closed_loop(gw.addr, Duration::from_secs(10));
+    within_5_percent(passed, 10.0 + 50.0 * seconds, seconds);
+    assert!(refused > passed, "the client asked faster than the limit: {refused} refused");
+    assert_eq!(counter(&gw, r#"edgegate_rate_limited_total{policy="r",route="api"}"#), refused + 1);
+}
+
+/// Asks the gateway at `addr` as fast as one client can for `length`: (passed, refused,
+/// seconds taken).
+fn closed_loop(addr: std::net::SocketAddr, length: Duration) -> (u64, u64, f64) {
     let started = Instant::now();
     let (mut passed, mut refused) = (0u64, 0u64);
-    while started.elapsed() < Duration::from_secs(10) {
-        match get(&gw, &[]).status {
+    while started.elapsed() < length {
+        match http(addr, "GET", "/x", &[], b"").status {
             200 => passed += 1,
             429 => refused += 1,
             other => panic!("status {other}"),
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
-    let expected = 10.0 + 50.0 * seconds;
+    (passed, refused, started.elapsed().as_secs_f64())
+}
+
+fn within_5_percent(passed: u64, expected: f64, seconds: f64) {
     let ratio = passed as f64 / expected;
     assert!(
         (0.95..=1.05).contains(&ratio),
         "{passed} passed in {seconds:.2}s, {expected:.0} expected"
     );
-    assert!(refused > passed, "the client asked faster than the limit: {refused} refused");
-    assert_eq!(counter(&gw, r#"edgegate_rate_limited_total{policy="r",route="api"}"#), refused + 1);
 }
 
 #[test]
@@ -195,4 +207,152 @@ fn a_reload_keeps_an_unchanged_policy_s_counts_and_resets_a_changed_one() {
 fn reload(gw: &Gateway) {
     let reply = http(gw.admin, "POST", "/reload", &[], b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
+}
+
+#[test]
+fn two_gateways_sharing_redis_are_held_to_one_rate_together() {
+    let Some(redis) = RedisServer::start("two_gateways_sharing_redis") else { return };
+    // A generous timeout: on a busy two-core machine a slow answer must not fall back to a
+    // count per process (which the test would see as twice the rate).
+    let policies = format!(
+        "[rate_limits.r]\nrequests = 100\nburst = 40\nkey = [\"route\"]\nscope = \"shared\"\n\
+         url = {:?}\ntimeout = \"2s\"\non_error = \"fail_closed\"",
+        redis.url()
+    );
+    let text = config(&policies, "rate_limits = [\"r\"]", "");
+    let gateways = [Gateway::start(&text), Gateway::start(&text)];
+    let length = Duration::from_secs(10);
+    let runs: Vec<(u64, u64, f64)> = std::thread::scope(|s| {
+        let clients: Vec<_> = gateways
+            .iter()
+            .map(|gw| gw.addr)
+            .map(|a| s.spawn(move || closed_loop(a, length)))
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let passed: u64 = runs.iter().map(|r| r.0).sum();
+    let seconds = runs.iter().map(|r| r.2).fold(0.0, f64::max);
+    within_5_percent(passed, 40.0 + 100.0 * seconds, seconds);
+    for (gw, (passed, refused, _)) in gateways.iter().zip(&runs) {
+        assert!(*passed > 100 && *refused > *passed, "each client was limited: {runs:?}");
+        let errors = metric_total(gw, "edgegate_rate_limit_redis_errors_total");
+        assert_eq!(errors, 0, "every decision was Redis's");
+    }
+}
+
+/// Policies `open` and `closed` on routes `/open` and `/closed`, counted per `x-user` in the
+/// Redis at `url`.
+fn failing_config(url: &str, timeout: &str) -> String {
+    let policy = |name: &str, on_error: &str, requests: u32| {
+        format!(
+            "[rate_limits.{name}]\nrequests = {requests}\nper = \"1m\"\nscope = \"shared\"\n\
+             url = {url:?}\ntimeout = {timeout:?}\non_error = {on_error:?}\n\
+             key = [\"header:x-user\"]\n"
+        )
+    };
+    let route = |name: &str| {
+        format!(
+            "[[routes]]\nname = {name:?}\npath = \"/{name}\"\nrespond = {{ status = 200 }}\n\
+             rate_limits = [{name:?}]\n"
+        )
+    };
+    [
+        policy("open", "fail_open", 3),
+        policy("closed", "fail_closed", 1000),
+        route("open"),
+        route("closed"),
+    ]
+    .concat()
+}
+
+/// The statuses of `n` requests of user `user` to `path`.
+fn statuses(gw: &Gateway, path: &str, user: &str, n: usize) -> Vec<u16> {
+    (0..n).map(|_| status(gw, path, user)).collect()
+}
+
+fn status(gw: &Gateway, path: &str, user: &str) -> u16 {
+    http(gw.addr, "GET", path, &[("x-user", user)], b"").status
+}
+
+#[test]
+fn redis_down_fails_open_to_a_local_count_or_closed_with_503_and_both_recover() {
+    let Some(redis) = RedisServer::start("rate_limits_redis_down") else { return };
+    let port = redis.port();
+    let mut gw = Gateway::start(&failing_config(&redis.url(), "500ms"));
+    // Redis decides: 3 a minute on /open.
+    assert_eq!(statuses(&gw, "/open", "ada", 4), [200, 200, 200, 429]);
+    assert_eq!(statuses(&gw, "/closed", "ada", 2), [200, 200]);
+
+    redis.kill();
+    // fail_closed: 503, retry in a second.
+    let refused = http(gw.addr, "GET", "/closed", &[("x-user", "ada")], b"");
+    assert_eq!((refused.status, refused.error().as_str()), (503, "rate_limit_unavailable"));
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    // fail_open: this process counts on its own, from a full burst; the limit still holds.
+    assert_eq!(statuses(&gw, "/open", "bob", 4), [200, 200, 200, 429]);
+    assert!(counter(&gw, r#"edgegate_rate_limit_local_fallbacks_total{policy="open"}"#) >= 4);
+    // Redis's refusal of ada holds without Redis: it is remembered until it ends.
+    assert_eq!(status(&gw, "/open", "ada"), 429);
+    let unavailable = r#"edgegate_rate_limit_decisions_total{policy="closed",route="closed",outcome="unavailable"}"#;
+    assert_eq!(counter(&gw, unavailable), 1);
+
+    // Redis is back, empty: both policies decide there again.
+    let _redis = RedisServer::start_on(port).unwrap();
+    crate::support::wait_until("fail_closed recovers", || status(&gw, "/closed", "ada") == 200);
+    // Bob's local count is spent, his count in Redis is new: only Redis lets these through.
+    crate::support::wait_until("fail_open decides in Redis again", || {
+        status(&gw, "/open", "bob") == 200
+    });
+    assert_eq!(statuses(&gw, "/open", "bob", 3), [200, 200, 429]);
+    let (status, log) = gw.stop();
+    assert!(status.success(), "{log}");
+    let warnings = log.matches("rate limit: Redis cannot decide").count();
+    assert!((2..=4).contains(&warnings), "a warning per policy, not per request: {log}");
+    assert!(log.contains("rate limit: Redis answers again"), "{log}");
+}
+
+#[test]
+fn a_hung_redis_costs_one_timeout_then_is_left_alone_while_it_recovers() {
+    let port = silent_server();
+    let gw = Gateway::start(&failing_config(&format!("redis://127.0.0.1:{port}"), "100ms"));
+    assert_eq!(statuses(&gw, "/closed", "ada", 5), [503; 5]);
+    assert_eq!(statuses(&gw, "/open", "ada", 4), [200, 200, 200, 429]);
+    let errors = |policy: &str, error: &str| {
+        counter(
+            &gw,
+            &format!(
+                r#"edgegate_rate_limit_redis_errors_total{{policy="{policy}",error="{error}"}}"#
+            ),
+        )
+    };
+    // The first decision of each waited for the timeout; the next ones, within a second, did
+    // not ask.
+    for (policy, asked) in [("closed", 5), ("open", 4)] {
+        let (timeouts, skipped) = (errors(policy, "timeout"), errors(policy, "skipped"));
+        assert_eq!(timeouts + skipped, asked, "{policy}");
+        assert!(timeouts >= 1 && skipped >= asked - 2, "{policy}: {timeouts} timeouts");
+    }
+}
+
+#[test]
+fn a_refusal_from_redis_is_remembered_until_the_key_may_pass_and_no_longer() {
+    let Some(redis) = RedisServer::start("rate_limits_remembered") else { return };
+    // One request per 300 ms, no burst beyond it.
+    let policies = format!(
+        "[rate_limits.r]\nrequests = 1\nper = \"300ms\"\nkey = [\"route\"]\nscope = \"shared\"\n\
+         url = {:?}\ntimeout = \"2s\"\non_error = \"fail_closed\"",
+        redis.url()
+    );
+    let gw = Gateway::start(&config(&policies, "rate_limits = [\"r\"]", ""));
+    let remembered = r#"edgegate_rate_limit_remembered_refusals_total{policy="r"}"#;
+    assert_eq!(get(&gw, &[]).status, 200);
+    // Redis refuses the next; the ones after it are refused here until the period is over.
+    let refused: Vec<Reply> = (0..4).map(|_| get(&gw, &[])).collect();
+    assert!(refused.iter().all(|r| r.status == 429 && r.header("retry-after") == Some("1")));
+    assert_eq!(counter(&gw, remembered), 3, "one asked, three remembered");
+    // No longer than Redis said (not the whole second `Retry-After` rounds up to): once the
+    // period is over, the key passes.
+    std::thread::sleep(Duration::from_millis(350));
+    assert_eq!(get(&gw, &[]).status, 200);
+    assert_eq!(counter(&gw, remembered), 3);
 }

@@ -14,6 +14,14 @@
 //!   same upstream: the proxy hop alone. `auth-router-HS256 − forward-only` is what edge auth
 //!   costs inside a proxied request.
 //!
+//! * `gateway/rate-local`, `gateway/rate-shared`: `respond` behind a rate limit keyed by the
+//!   client's address, at a rate never reached: counted in the process, or in a real
+//!   `redis-server` on loopback (skipped, with a notice, when it is not installed). Each minus
+//!   `respond` is a decision's cost; the shared one includes the round trip to Redis and
+//!   Redis's own work, as this one thread waits for it.
+//! * `gateway/rate-shared-refused`: the same for a key Redis has refused for the next hour:
+//!   the 429 comes from the refusal the gateway remembers, without asking Redis.
+//!
 //! * `gateway/kv-lookup`: GET a 256 B value from an in-memory namespace (the db-lookup path).
 //! * `gateway/metrics/…`: echo-json and kv-lookup again after the Prometheus recorder is
 //!   installed, as `serve` does: `metrics/X ÷ X` is what the recorder costs a request (the
@@ -31,11 +39,36 @@ use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use edgegate_host::config::Loaded;
 use edgegate_host::{ConnInfo, Gateway};
+use edgegate_testkit::redis::RedisServer;
 use edgegate_testkit::{Signer, now};
 use http_body_util::{BodyExt, Full};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
+
+/// `/rate/local`, `/rate/shared` and `/rate/refused`: `respond` behind a policy counted in the
+/// process, in `redis` (at a rate never reached), and in `redis` spent for the next hour.
+fn rate_limited(redis: Option<&RedisServer>) -> String {
+    let url = redis.map_or("redis://127.0.0.1:1".into(), |r| r.url());
+    let shared = |requests: u32, per: &str| {
+        format!(
+            "requests = {requests}\nper = \"{per}\"\nscope = \"shared\"\nurl = \"{url}\"\n\
+             timeout = \"1s\"\non_error = \"fail_closed\""
+        )
+    };
+    [
+        ("local", "/rate/local", "requests = 100000000".to_owned()),
+        ("shared", "/rate/shared", shared(100_000_000, "1s")),
+        ("spent", "/rate/refused", shared(1, "1h")),
+    ]
+    .map(|(name, path, policy)| {
+        format!(
+            "[rate_limits.{name}]\n{policy}\n\n[[routes]]\npath = \"{path}\"\n\
+             respond = {{ body = \"pong\" }}\nrate_limits = [\"{name}\"]\n\n"
+        )
+    })
+    .concat()
+}
 
 async fn upstream() -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -60,6 +93,7 @@ async fn upstream() -> std::net::SocketAddr {
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let redis = RedisServer::start("gateway/rate-shared");
     let (hs, rs) = (Signer::hs256(), Signer::rs256());
     let gateway = rt.block_on(async {
         let addr = upstream().await;
@@ -129,6 +163,8 @@ fn bench(c: &mut Criterion) {
             jwt = "auth"
             sticky = {{ claim = "sub" }}
 
+            {rate_limited}
+
             [[routes]]
             prefix = "/"
             worker = "auth"
@@ -140,6 +176,7 @@ fn bench(c: &mut Criterion) {
             url = "http://{addr}"
             "#,
             hostile = edgegate_guests::HOSTILE,
+            rate_limited = rate_limited(redis.as_ref()),
             hs = hs.jwk(Some("hs")),
             rs = rs.jwk(Some("rs")),
         );
@@ -179,6 +216,15 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("gateway");
     group.bench_function("respond", |b| b.iter(|| run("/ping", None, b"")));
+    assert_eq!(run("/rate/local", None, b"").0, 200);
+    group.bench_function("rate-local", |b| b.iter(|| run("/rate/local", None, b"")));
+    if redis.is_some() {
+        assert_eq!(run("/rate/shared", None, b"").0, 200);
+        group.bench_function("rate-shared", |b| b.iter(|| run("/rate/shared", None, b"")));
+        assert_eq!(run("/rate/refused", None, b"").0, 200);
+        assert_eq!(run("/rate/refused", None, b"").0, 429);
+        group.bench_function("rate-shared-refused", |b| b.iter(|| run("/rate/refused", None, b"")));
+    }
     group.bench_function("echo-json", |b| b.iter(|| run("/echo", None, b"{}")));
     group.bench_function("auth-router-HS256", |b| b.iter(|| run("/orders", Some(&hs_token), b"")));
     group.bench_function("auth-router-RS256", |b| b.iter(|| run("/orders", Some(&rs_token), b"")));

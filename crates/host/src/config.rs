@@ -42,7 +42,7 @@ pub use identity::IdentityConfig;
 pub use image::ImageConfig;
 pub use jwt::{JwtConfig, KeySourceConfig};
 pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
-pub use rate_limit::{KeyPart, RateLimitConfig};
+pub use rate_limit::{KeyPart, OnError, RateLimitConfig, Scope};
 pub use route::{RespondConfig, RouteConfig};
 pub use runtime::{EngineConfig, MemoryInit};
 pub use server::{Scheduler, ServerConfig};
@@ -257,7 +257,7 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
         upstream::validate(upstream, &format!("upstreams.{name}"), file)?;
     }
     for (name, policy) in &config.rate_limits {
-        rate_limit::validate(name, policy, file)?;
+        rate_limit::validate(name, policy, config, file)?;
     }
     for (i, route) in config.routes.iter().enumerate() {
         route::validate(i, route, config, file)?;
@@ -355,6 +355,17 @@ mod tests {
         let key = &c.rate_limits["per-key"];
         assert_eq!((key.per, key.burst(), key.dry_run), (Duration::from_secs(60), 1000, true));
         assert_eq!(c.routes[0].rate_limits, ["per-ip", "per-key"]);
+        assert_eq!((ip.scope, ip.on_error), (Scope::Local, OnError::FailOpen));
+        let shared = RATE_LIMITED.replacen(
+            "dry_run = true",
+            "scope = \"shared\"\nkv = \"counts\"\non_error = \"fail_closed\"\n\
+             timeout = \"20ms\"\n[kv.counts]\nbackend = \"redis\"\nurl = \"redis://r\"",
+            1,
+        );
+        let key = &load(&shared).unwrap().rate_limits["per-key"];
+        assert_eq!((key.scope, key.kv.as_deref()), (Scope::Shared, Some("counts")));
+        assert_eq!(key.timeout, Some(Duration::from_millis(20)));
+        assert_eq!(key.on_error, OnError::FailClosed);
         let trusted = load("[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n").unwrap();
         let shown: Vec<String> =
             trusted.server.trusted_proxies.iter().map(ToString::to_string).collect();
@@ -396,7 +407,38 @@ mod tests {
             (
                 ("dry_run = true", "scope = \"shared\""),
                 "rate_limits.per-key.scope",
-                "unknown field",
+                "exactly one of `kv`, `url` and `url_env`",
+            ),
+            (
+                ("dry_run = true", "scope = \"shared\"\nurl = \"redis://r\"\nkv = \"kv\""),
+                "rate_limits.per-key.scope",
+                "exactly one of",
+            ),
+            (("dry_run = true", "url = \"redis://r\""), "rate_limits.per-key.url", "only for"),
+            (
+                ("dry_run = true", "on_error = \"fail_closed\""),
+                "rate_limits.per-key.on_error",
+                "only for scope = \"shared\"",
+            ),
+            (
+                ("dry_run = true", "scope = \"shared\"\nkv = \"nope\""),
+                "rate_limits.per-key.kv",
+                "no `[kv.nope]`",
+            ),
+            (
+                ("dry_run = true", "scope = \"shared\"\nkv = \"local\"\n[kv.local]"),
+                "rate_limits.per-key.kv",
+                "is not in Redis",
+            ),
+            (
+                ("dry_run = true", "scope = \"shared\"\nurl_env = \"R\"\ntimeout = \"0s\""),
+                "rate_limits.per-key.timeout",
+                "longer than zero",
+            ),
+            (
+                ("dry_run = true", "scope = \"global\""),
+                "rate_limits.per-key.scope",
+                "unknown variant `global`",
             ),
         ];
         for ((from, to), key, message) in cases {

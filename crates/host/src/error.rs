@@ -81,6 +81,9 @@ pub enum ErrorKind {
     /// A rate-limit policy of the route refused the request: its key made more requests than
     /// the policy allows.
     RateLimited,
+    /// A shared rate-limit policy with `on_error = "fail_closed"` could not decide: its Redis
+    /// failed or was too slow.
+    RateLimitUnavailable,
 }
 
 impl ErrorKind {
@@ -103,7 +106,7 @@ impl ErrorKind {
             Self::UpstreamConnect | Self::UpstreamBadResponse | Self::UpstreamTimeout => {
                 Source::Upstream
             }
-            Self::Overloaded | Self::KeysUnavailable => Source::Host,
+            Self::Overloaded | Self::KeysUnavailable | Self::RateLimitUnavailable => Source::Host,
         }
     }
 
@@ -119,7 +122,9 @@ impl ErrorKind {
             Self::UnknownUpstream | Self::UpstreamNotGranted => StatusCode::INTERNAL_SERVER_ERROR,
             Self::UpstreamConnect | Self::UpstreamBadResponse => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            Self::Overloaded | Self::KeysUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Overloaded | Self::KeysUnavailable | Self::RateLimitUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::MissingToken | Self::InvalidToken => StatusCode::UNAUTHORIZED,
             Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             // Every kind by name: a new one does not compile until it has its status.
@@ -163,6 +168,7 @@ impl ErrorKind {
             Self::InvalidToken => "invalid_token",
             Self::KeysUnavailable => "keys_unavailable",
             Self::RateLimited => "rate_limited",
+            Self::RateLimitUnavailable => "rate_limit_unavailable",
             Self::Exec(kind) => kind.code(),
         }
     }
@@ -172,7 +178,10 @@ impl ErrorKind {
     pub fn retry_after(&self) -> Option<u32> {
         matches!(
             self,
-            Self::Overloaded | Self::KeysUnavailable | Self::Exec(ExecErrorKind::Capacity)
+            Self::Overloaded
+                | Self::KeysUnavailable
+                | Self::RateLimitUnavailable
+                | Self::Exec(ExecErrorKind::Capacity)
         )
         .then_some(1)
     }
@@ -274,6 +283,7 @@ mod tests {
             InvalidToken,
             KeysUnavailable,
             RateLimited,
+            RateLimitUnavailable,
         ];
         kinds.extend(ExecErrorKind::ALL.map(Exec));
         let position = |kind: &ErrorKind| match kind {
@@ -295,11 +305,12 @@ mod tests {
             InvalidToken => 15,
             KeysUnavailable => 16,
             RateLimited => 17,
-            Exec(_) => 18,
+            RateLimitUnavailable => 18,
+            Exec(_) => 19,
         };
         let mut seen: Vec<usize> = kinds.iter().map(position).collect();
         seen.dedup();
-        assert_eq!(seen, (0..=18).collect::<Vec<_>>(), "every kind, in order");
+        assert_eq!(seen, (0..=19).collect::<Vec<_>>(), "every kind, in order");
         kinds
     }
 

@@ -2,7 +2,8 @@
 //! ([`path`]) matched to a route ([`router`]); a split route's choice of target (`split`),
 //! from the bearer token's verified claims (`claims`); the shadow copy and its compare
 //! (`shadow`); a route's `identity`, the bearer token verified before anything serves it;
-//! its rate limits (`rate_limit`), and what they count a request by (`rate_key`).
+//! its rate limits (`rate_limit`), counted in this process (`rate_local`) or in Redis
+//! (`rate_shared`), and what they count a request by (`rate_key`).
 
 pub(crate) mod authority;
 pub(crate) mod claims;
@@ -10,6 +11,8 @@ pub(crate) mod identity;
 pub mod path;
 pub(crate) mod rate_key;
 pub(crate) mod rate_limit;
+pub(crate) mod rate_local;
+pub(crate) mod rate_shared;
 pub mod router;
 pub(crate) mod shadow;
 pub(crate) mod split;

@@ -57,7 +57,7 @@ pub(crate) async fn open(loaded: &Loaded, mode: Mode) -> Result<Opened, ConfigEr
                     read_seed(loaded, seed).map_err(|e| error("seed", e))?;
                 }
                 if config.backend == KvBackend::Redis {
-                    redis_url(loaded, config).map_err(|e| error("url", e))?;
+                    redis_url(loaded, &config.url, &config.url_env).map_err(|e| error("url", e))?;
                 }
                 Store::Memory(Arc::new(MemoryStore::new(0)))
             }
@@ -103,9 +103,9 @@ pub(crate) async fn open(loaded: &Loaded, mode: Mode) -> Result<Opened, ConfigEr
     Ok(opened)
 }
 
-/// Why a namespace could not be opened or seeded.
+/// Why a namespace (or a shared rate limit's Redis) could not be opened or seeded.
 #[derive(Debug, thiserror::Error)]
-enum SetupError {
+pub(crate) enum SetupError {
     #[error("${0} is not set")]
     NoEnv(String),
     #[error("no url")]
@@ -138,8 +138,13 @@ enum SetupError {
     },
 }
 
-fn redis_url(loaded: &Loaded, config: &KvConfig) -> Result<String, SetupError> {
-    match (&config.url, &config.url_env) {
+/// The Redis URL `url` gives, or the environment variable `url_env` holds.
+pub(crate) fn redis_url(
+    loaded: &Loaded,
+    url: &Option<String>,
+    url_env: &Option<String>,
+) -> Result<String, SetupError> {
+    match (url, url_env) {
         (Some(url), _) => Ok(url.clone()),
         (None, Some(var)) => loaded.env_var(var).ok_or_else(|| SetupError::NoEnv(var.clone())),
         (None, None) => Err(SetupError::NoUrl),
@@ -147,7 +152,7 @@ fn redis_url(loaded: &Loaded, config: &KvConfig) -> Result<String, SetupError> {
 }
 
 fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, SetupError> {
-    let url = redis_url(loaded, config)?;
+    let url = redis_url(loaded, &config.url, &config.url_env)?;
     let prefix = config.key_prefix.clone().unwrap_or_else(|| format!("edgegate:{name}:"));
     RedisStore::new(RedisSettings {
         url,

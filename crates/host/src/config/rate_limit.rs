@@ -1,14 +1,15 @@
 //! `[rate_limits.NAME]`: how many requests a client, a token or a route may make, and what
 //! they are counted by. Routes name the policies that apply to them (`rate_limits = [...]`).
-//! Each gateway process counts on its own.
+//! A policy is counted in each process (`scope = "local"`) or in Redis, shared by every
+//! gateway that uses it (`scope = "shared"`).
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Config, ConfigError, RouteConfig, duration};
+use super::{Config, ConfigError, KvBackend, RouteConfig, duration, optional_duration};
 
-/// `[rate_limits.NAME]`: a rate and a burst, per key, counted in this process.
+/// `[rate_limits.NAME]`: a rate and a burst, per key, counted in this process or in Redis.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
@@ -28,6 +29,45 @@ pub struct RateLimitConfig {
     /// Count and report, but never refuse. Default false.
     #[serde(default)]
     pub dry_run: bool,
+    /// Where the counts live: `local` (the default) or `shared`.
+    #[serde(default)]
+    pub scope: Scope,
+    /// `shared`: the `[kv.NAME]` (with `backend = "redis"`) whose Redis holds the counts.
+    pub kv: Option<String>,
+    /// `shared`: the Redis holding the counts instead, `redis://[user:password@]host:port[/db]`.
+    pub url: Option<String>,
+    /// `shared`: the environment variable holding that URL (it may hold a password).
+    pub url_env: Option<String>,
+    /// `shared`: bound on a decision's Redis call. Default 50ms.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub timeout: Option<Duration>,
+    /// `shared`: prepended to every key in Redis. Default `edgegate:rate:NAME:`.
+    pub key_prefix: Option<String>,
+    /// `shared`: what a decision does while Redis fails or is slower than `timeout`.
+    #[serde(default)]
+    pub on_error: OnError,
+}
+
+/// Where a policy's counts live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// In each gateway process, on its own.
+    #[default]
+    Local,
+    /// In Redis, one count for every gateway that uses it.
+    Shared,
+}
+
+/// What a shared policy does when Redis cannot decide.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// Decide in this process, by the same rate and burst counted here alone.
+    #[default]
+    FailOpen,
+    /// Refuse: 503 `rate_limit_unavailable`.
+    FailClosed,
 }
 
 impl RateLimitConfig {
@@ -93,6 +133,7 @@ impl KeyPart {
 pub(super) fn validate(
     name: &str,
     policy: &RateLimitConfig,
+    config: &Config,
     file: &str,
 ) -> Result<(), ConfigError> {
     let at = |field: &str, message: String| {
@@ -114,6 +155,40 @@ pub(super) fn validate(
         if let Err(message) = KeyPart::parse(part) {
             return at("key", message);
         }
+    }
+    let shared_only = [
+        ("kv", policy.kv.is_some()),
+        ("url", policy.url.is_some()),
+        ("url_env", policy.url_env.is_some()),
+        ("timeout", policy.timeout.is_some()),
+        ("key_prefix", policy.key_prefix.is_some()),
+        ("on_error", policy.on_error != OnError::default()),
+    ];
+    if policy.scope == Scope::Local {
+        return match shared_only.iter().find(|(_, set)| *set) {
+            Some((field, _)) => at(field, "is only for scope = \"shared\"".into()),
+            None => Ok(()),
+        };
+    }
+    let sources = [&policy.kv, &policy.url, &policy.url_env].iter().filter(|s| s.is_some()).count();
+    if sources != 1 {
+        return at(
+            "scope",
+            "scope = \"shared\" needs exactly one of `kv`, `url` and `url_env`: where Redis is"
+                .into(),
+        );
+    }
+    if let Some(kv) = &policy.kv {
+        match config.kv.get(kv) {
+            None => return at("kv", format!("no `[kv.{kv}]` is configured")),
+            Some(namespace) if namespace.backend != KvBackend::Redis => {
+                return at("kv", format!("`[kv.{kv}]` is not in Redis (backend = \"redis\")"));
+            }
+            Some(_) => {}
+        }
+    }
+    if policy.timeout.is_some_and(|t| t.is_zero()) {
+        return at("timeout", "must be longer than zero".into());
     }
     Ok(())
 }

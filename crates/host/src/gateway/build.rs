@@ -138,7 +138,7 @@ impl Steps<'_> {
         let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
         let shares = self.shares();
         let route_keys = self.load_route_keys(&mut background).await?;
-        let rate_limits = self.rate_limits();
+        let rate_limits = self.rate_limits()?;
         let router = self.compile_routes(&workers, &upstreams, &shares, &route_keys, &rate_limits);
         let config = &self.loaded.config;
         Ok(Snapshot {
@@ -348,7 +348,7 @@ impl Steps<'_> {
 
     /// Each rate-limit policy: the previous snapshot's where its table is unchanged (with its
     /// counts), else a new one.
-    fn rate_limits(&self) -> HashMap<String, Arc<Policy>> {
+    fn rate_limits(&self) -> Result<HashMap<String, Arc<Policy>>, ConfigError> {
         let previous = self.previous.map(|p| &p.rate_limits);
         self.loaded
             .config
@@ -356,8 +356,11 @@ impl Steps<'_> {
             .iter()
             .map(|(name, config)| {
                 let kept = previous.and_then(|p| p.get(name)).filter(|p| p.is(config));
-                let policy = kept.cloned().unwrap_or_else(|| Arc::new(Policy::new(name, config)));
-                (name.clone(), policy)
+                let policy = match kept {
+                    Some(policy) => policy.clone(),
+                    None => Arc::new(Policy::new(name, config, self.loaded)?),
+                };
+                Ok((name.clone(), policy))
             })
             .collect()
     }

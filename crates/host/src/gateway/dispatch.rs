@@ -75,7 +75,7 @@ impl Gateway {
                 token: token.as_ref(),
             };
             for limit in &route.target.rate_limits {
-                limit.admit(&facts)?;
+                limit.admit(&facts).await?;
             }
         }
         let chosen = self.choose(route, &parts, logged);

@@ -163,7 +163,22 @@ const METRICS: &[(&str, Kind, &str)] = &[
     (
         "edgegate_rate_limit_decisions_total",
         Kind::Count,
-        "Requests a rate-limit policy counted, by policy, route and outcome (allowed, limited, dry_run_limited, no_key)",
+        "Requests a rate-limit policy counted, by policy, route and outcome (allowed, limited, dry_run_limited, no_key, unavailable)",
+    ),
+    (
+        "edgegate_rate_limit_redis_errors_total",
+        Kind::Count,
+        "Decisions of a shared rate-limit policy that Redis failed to take, by policy and error (timeout, unavailable, skipped while it recovers)",
+    ),
+    (
+        "edgegate_rate_limit_remembered_refusals_total",
+        Kind::Count,
+        "Requests a shared rate-limit policy refused without asking Redis, which had refused their key until a later moment, by policy",
+    ),
+    (
+        "edgegate_rate_limit_local_fallbacks_total",
+        Kind::Count,
+        "Decisions of a shared rate-limit policy taken in this process because Redis could not take them (on_error = fail_open), by policy",
     ),
     (
         "edgegate_rate_limited_total",
