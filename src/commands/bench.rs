@@ -27,8 +27,11 @@ pub struct BenchCommand {
     /// Where report.md, results.json and the SVG charts go.
     #[arg(long, short = 'o', value_name = "DIR", default_value = "bench-report")]
     out: PathBuf,
-    /// Runtimes to run, comma-separated: edgegate, node, workerd, native, and on request
-    /// edgegate-wasm (edgegate with the image path in pure Wasm, without the image capability).
+    /// Runtimes to run, comma-separated: edgegate, node, workerd, native; and on request
+    /// edgegate-info (at the default log level), edgegate-wasm (the image path in pure Wasm),
+    /// edgegate-component and edgegate-component-info (wasi:http components),
+    /// edgegate-rate-local and edgegate-rate-shared (a rate limit on every route, in process
+    /// or in a Redis the lab starts), wasmtime-serve.
     #[arg(long, value_delimiter = ',', value_parser = parse_runtime)]
     runtimes: Vec<Runtime>,
     /// Workloads to run, comma-separated: static-json, auth-check, db-lookup, json-transform,

@@ -39,6 +39,14 @@ pub enum Runtime {
     /// [`Self::EdgegateInfo`] is [`Self::Edgegate`]. On request only
     /// (`--runtimes edgegate-component-info`).
     EdgegateComponentInfo,
+    /// [`Self::Edgegate`] with a rate limit on every route, counted in the process: a rate no
+    /// load reaches, keyed by the client's address, so the figures are a decision's cost. On
+    /// request only (`--runtimes edgegate-rate-local`).
+    EdgegateRateLocal,
+    /// [`Self::EdgegateRateLocal`] with the limit shared in Redis: a `redis-server` the lab
+    /// starts on the load generator's CPUs, as a fleet's Redis is on another machine. On
+    /// request only (`--runtimes edgegate-rate-shared`).
+    EdgegateRateShared,
     /// Node.js (V8), the machine's `node`.
     Node,
     /// workerd, Cloudflare's V8 isolate runtime.
@@ -57,12 +65,14 @@ impl Runtime {
     pub const ALL: [Self; 4] = [Self::Edgegate, Self::Node, Self::Workerd, Self::Native];
 
     /// Every runtime `--runtimes` accepts.
-    pub const NAMED: [Self; 9] = [
+    pub const NAMED: [Self; 11] = [
         Self::Edgegate,
         Self::EdgegateInfo,
         Self::EdgegateWasm,
         Self::EdgegateComponent,
         Self::EdgegateComponentInfo,
+        Self::EdgegateRateLocal,
+        Self::EdgegateRateShared,
         Self::Node,
         Self::Workerd,
         Self::Native,
@@ -77,6 +87,8 @@ impl Runtime {
             Self::EdgegateWasm => "edgegate-wasm",
             Self::EdgegateComponent => "edgegate-component",
             Self::EdgegateComponentInfo => "edgegate-component-info",
+            Self::EdgegateRateLocal => "edgegate-rate-local",
+            Self::EdgegateRateShared => "edgegate-rate-shared",
             Self::Node => "node",
             Self::Workerd => "workerd",
             Self::Native => "native",
@@ -98,6 +110,8 @@ impl Runtime {
                 | Self::EdgegateWasm
                 | Self::EdgegateComponent
                 | Self::EdgegateComponentInfo
+                | Self::EdgegateRateLocal
+                | Self::EdgegateRateShared
         )
     }
 

@@ -23,6 +23,8 @@ fn colour(runtime: Runtime) -> RGBColor {
         Runtime::EdgegateWasm => RGBColor(0x8E, 0x2A, 0x6B),
         Runtime::EdgegateComponent => RGBColor(0x1C, 0x8C, 0x8C),
         Runtime::EdgegateComponentInfo => RGBColor(0x5E, 0xA8, 0xA8),
+        Runtime::EdgegateRateLocal => RGBColor(0xC0, 0x39, 0x2B),
+        Runtime::EdgegateRateShared => RGBColor(0x7F, 0x1D, 0x14),
         Runtime::Node => RGBColor(0x3C, 0x87, 0x3A),
         Runtime::Workerd => RGBColor(0xF3, 0x8A, 0x20),
         Runtime::Native => RGBColor(0x4A, 0x5C, 0xC8),

@@ -95,10 +95,16 @@ pub struct WindowMark {
 }
 
 impl WindowMark {
-    /// The CPU times of process `server` and of this one; `None` when unreadable.
-    pub fn read(server: u32) -> Option<Self> {
+    /// The CPU times of process `server` and of this one, with `helper`'s (a process the lab
+    /// runs on the generator's CPUs for the server, such as its Redis) counted as the lab's;
+    /// `None` when unreadable.
+    pub fn read(server: u32, helper: Option<u32>) -> Option<Self> {
         let server_cpu = crate::procfs::sample(server).ok()?.cpu;
-        let lab_cpu = crate::procfs::sample(std::process::id()).ok()?.cpu;
+        let helper_cpu = match helper {
+            Some(pid) => crate::procfs::sample(pid).ok()?.cpu,
+            None => Duration::ZERO,
+        };
+        let lab_cpu = crate::procfs::sample(std::process::id()).ok()?.cpu + helper_cpu;
         Some(Self { server_cpu, lab_cpu })
     }
 }

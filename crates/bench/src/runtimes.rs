@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use edgegate_testkit::redis::RedisServer;
+
 use crate::affinity::CpuPlan;
 use crate::catalogue::Runtime;
 use crate::load::RequestTemplate;
@@ -65,6 +67,8 @@ pub struct Prepared {
     log: PathBuf,
     /// Its files, json-transform's `catalog.ndjson` among them.
     dir: PathBuf,
+    /// The port of the `redis-server` it needs started first (`edgegate-rate-shared`'s).
+    redis: Option<u16>,
 }
 
 /// The start of the lab's edgegate configuration, and all that `edgegate-component` serves:
@@ -188,8 +192,35 @@ request_body = "8MiB"
 /// The `wasmtime serve` the lab compares with: the version `bench/wasmtime/install` pins.
 const WASMTIME_SERVE_VERSION: &str = "49.0.3";
 
+/// The rate limit `edgegate-rate-local` and `-shared` put on every route: keyed by the
+/// client's address (the generator's, one key), at a rate no load reaches, so that every
+/// request is counted and let through.
+const RATE_LIMIT: &str = r#"
+[rate_limits.lab]
+requests = 100000000
+key = ["ip"]
+"#;
+
+/// What `edgegate-rate-shared` adds to [`RATE_LIMIT`]: the count in the lab's Redis.
+const RATE_LIMIT_SHARED: &str = r#"scope = "shared"
+url = "redis://127.0.0.1:{redis}"
+"#;
+
 /// The lab's edgegate configuration for `runtime` (an edgegate one).
 fn edgegate_config(runtime: Runtime) -> String {
+    let limited = |config: String, policy: &str| {
+        config.replace("[[routes]]\n", "[[routes]]\nrate_limits = [\"lab\"]\n") + policy
+    };
+    match runtime {
+        Runtime::EdgegateRateLocal => {
+            return limited(edgegate_config(Runtime::Edgegate), RATE_LIMIT);
+        }
+        Runtime::EdgegateRateShared => {
+            let policy = RATE_LIMIT.to_owned() + RATE_LIMIT_SHARED;
+            return limited(edgegate_config(Runtime::Edgegate), &policy);
+        }
+        _ => {}
+    }
     let db_lookup = |module: &str| DB_LOOKUP_CONFIG.replace("{kv_lookup}", module);
     let image = match runtime {
         // `echo-json-component` is deployed to echo-json's file; db-lookup is the component
@@ -220,8 +251,17 @@ impl Environment {
             | Runtime::EdgegateInfo
             | Runtime::EdgegateWasm
             | Runtime::EdgegateComponent
-            | Runtime::EdgegateComponentInfo => {
+            | Runtime::EdgegateComponentInfo
+            | Runtime::EdgegateRateLocal
+            | Runtime::EdgegateRateShared => {
+                let redis = match runtime {
+                    Runtime::EdgegateRateShared => Some(redis_port()?),
+                    _ => None,
+                };
                 let mut config = edgegate_config(runtime);
+                if let Some((port, _)) = &redis {
+                    config = config.replace("{redis}", &port.to_string());
+                }
                 if let Some(tls) = &self.tls {
                     // The port comes from `--tls-listen`.
                     config.push_str(&format!(
@@ -248,8 +288,16 @@ impl Environment {
                         Runtime::EdgegateComponentInfo => format!(
                             "{edgegate_version} (as edgegate-component, at its default log level, info)"
                         ),
+                        Runtime::EdgegateRateLocal => {
+                            format!("{edgegate_version} (a rate limit on every route, in process)")
+                        }
+                        Runtime::EdgegateRateShared => format!(
+                            "{edgegate_version} (a rate limit on every route, shared in {} on the load CPUs)",
+                            redis.as_ref().map_or("", |(_, version)| version.as_str())
+                        ),
                         _ => edgegate_version,
                     },
+                    redis: redis.map(|(port, _)| port),
                     program: self.edgegate.clone(),
                     args: [
                         args(&[
@@ -299,6 +347,7 @@ impl Environment {
                     env,
                     log,
                     dir,
+                    redis: None,
                 })
             }
             Runtime::Node => {
@@ -326,6 +375,7 @@ impl Environment {
                     env,
                     log,
                     dir,
+                    redis: None,
                 })
             }
             Runtime::WasmtimeServe => {
@@ -358,6 +408,7 @@ impl Environment {
                     env,
                     log,
                     dir,
+                    redis: None,
                 })
             }
             Runtime::Workerd => {
@@ -392,6 +443,7 @@ impl Environment {
                     env,
                     log,
                     dir,
+                    redis: None,
                 })
             }
         }
@@ -497,6 +549,16 @@ fn workerd_binary(node_dir: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// A port for the lab's `redis-server`, and its version; an error when it is not installed.
+fn redis_port() -> Result<(u16, String), String> {
+    let version = version_of("redis-server", &["--version"]).ok_or(
+        "redis-server is not installed (Debian: apt-get install redis-server)".to_string(),
+    )?;
+    // `Redis server v=7.0.15 sha=…`
+    let version = version.split_whitespace().nth(2).unwrap_or("").replace("v=", "redis-server ");
+    Ok((free_port().map_err(|e| format!("a port for redis-server: {e}"))?, version))
+}
+
 /// A free loopback port (bound and released: another process could take it in between,
 /// which the lab reports as a failed start).
 fn free_port() -> std::io::Result<u16> {
@@ -542,10 +604,17 @@ impl Prepared {
             .stdout(log.try_clone()?)
             .stderr(log);
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        // On the load CPUs: a fleet's Redis is another machine's work, not the gateway's.
+        let redis = self
+            .redis
+            .map(|port| RedisServer::start_with(port, |command| cpus.spawn_load(command)))
+            .transpose()
+            .context("starting redis-server")?;
         let mut server =
             Server::start(&mut command, addr, cpus, probe, timeout).with_context(|| {
                 format!("starting {} (its log: {})", self.runtime.name(), self.log.display())
             })?;
+        server.redis = redis;
         let names = |placeholder: &str| {
             self.args
                 .iter()
@@ -681,6 +750,23 @@ mod tests {
             component(Runtime::EdgegateComponent),
             component(Runtime::EdgegateComponentInfo)
         );
+    }
+
+    #[test]
+    fn the_rate_limited_edgegates_are_the_lab_configuration_with_a_policy_on_every_route() {
+        let plain = edgegate_config(Runtime::Edgegate);
+        let routes = plain.matches("[[routes]]").count();
+        for (runtime, extra) in [
+            (Runtime::EdgegateRateLocal, RATE_LIMIT.to_owned()),
+            (Runtime::EdgegateRateShared, RATE_LIMIT.to_owned() + RATE_LIMIT_SHARED),
+        ] {
+            let config = edgegate_config(runtime);
+            assert_eq!(config.matches("rate_limits = [\"lab\"]").count(), routes);
+            let without = config.replace("rate_limits = [\"lab\"]\n", "");
+            assert_eq!(without, plain.clone() + &extra, "{}", runtime.name());
+            assert!(runtime.is_edgegate() && !Runtime::ALL.contains(&runtime));
+            assert_eq!(Runtime::from_name(runtime.name()), Some(runtime));
+        }
     }
 
     fn wat_empty() -> Vec<u8> {

@@ -24,6 +24,8 @@ pub struct Server {
     pub tls: Option<SocketAddr>,
     /// From spawning the process to its first correct answer.
     pub started_in: Duration,
+    /// The `redis-server` it counts in (`edgegate-rate-shared`), stopped after it.
+    pub redis: Option<edgegate_testkit::redis::RedisServer>,
 }
 
 impl Server {
@@ -46,6 +48,12 @@ impl Server {
     /// The process id, for `/proc`.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The process the lab runs for it on the generator's CPUs (its Redis), whose CPU time
+    /// is the lab's, not another process's.
+    pub fn helper(&self) -> Option<u32> {
+        self.redis.as_ref().map(|r| r.pid())
     }
 
     /// Stops the process and waits for it.
@@ -122,7 +130,8 @@ impl Server {
     ) -> anyhow::Result<Self> {
         let started = Instant::now();
         let child = cpus.spawn_server(command)?;
-        let mut server = Server { child, addr, admin: None, tls: None, started_in: Duration::ZERO };
+        let mut server =
+            Server { child, addr, admin: None, tls: None, started_in: Duration::ZERO, redis: None };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         loop {
             if let Ok((200, _)) = runtime.block_on(request_once(addr, probe)) {
@@ -153,6 +162,7 @@ mod tests {
             admin: None,
             tls: None,
             started_in: Duration::ZERO,
+            redis: None,
         };
         let cpu = || crate::procfs::sample(server.pid()).unwrap().cpu;
         std::thread::sleep(Duration::from_millis(100));
@@ -176,6 +186,7 @@ mod tests {
             admin: None,
             tls: None,
             started_in: Duration::ZERO,
+            redis: None,
         };
         let running = server("sleep 5");
         let exited = server("exit 3");

@@ -47,12 +47,21 @@ impl RedisServer {
     /// Starts a server on `port` (for a restart on the same address) and waits until it
     /// answers `PING`.
     pub fn start_on(port: u16) -> std::io::Result<Self> {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
+        Self::start_with(port, Command::spawn)
+    }
+
+    /// [`RedisServer::start_on`], with `spawn` starting the process (the lab pins it to CPUs).
+    pub fn start_with(
+        port: u16,
+        spawn: impl FnOnce(&mut Command) -> std::io::Result<Child>,
+    ) -> std::io::Result<Self> {
+        let child = spawn(
+            Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit()),
+        )?;
         let server = Self { child, port };
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -62,6 +71,11 @@ impl RedisServer {
             std::thread::sleep(Duration::from_millis(20));
         }
         Err(std::io::Error::other(format!("redis-server on port {port} did not answer PING")))
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Its port on 127.0.0.1.

@@ -256,7 +256,7 @@ fn slice(
     cpus: &CpuPlan,
 ) -> anyhow::Result<CapacityRound> {
     let pid = server.pid();
-    let r = closed::run(spec, templates, &cpus.load, &|| WindowMark::read(pid))?;
+    let r = closed::run(spec, templates, &cpus.load, &|| WindowMark::read(pid, server.helper()))?;
     Ok(round(&r, cpus))
 }
 

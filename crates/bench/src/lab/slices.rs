@@ -64,7 +64,8 @@ impl Gathered {
         let _ = procfs::reset_peak(pid);
         let before = procfs::sample(pid)?;
         let started = Instant::now();
-        let result = load::run(spec, templates, &cpus.load, &|| WindowMark::read(pid))?;
+        let result =
+            load::run(spec, templates, &cpus.load, &|| WindowMark::read(pid, server.helper()))?;
         self.wall += started.elapsed();
         let after = procfs::sample(pid)?;
         let calm = self.add_window(cpus, result.cpu_times.as_ref(), result.marks);
