@@ -163,6 +163,35 @@ fn watch_reloads_a_changed_module() {
     );
 }
 
+/// `--watch` reloads a configuration mounted as Kubernetes mounts a ConfigMap: `edgegate.toml`
+/// links to `..data/edgegate.toml`, and an update writes a new directory and swaps the `..data`
+/// link, with no event naming `edgegate.toml` itself.
+#[test]
+fn watch_reloads_a_config_map_whose_data_link_is_swapped() {
+    let volume = tempfile::tempdir().unwrap();
+    let dir = volume.path();
+    let version = |n: u32| {
+        let data = dir.join(format!("..2026_12_07_{n}"));
+        std::fs::create_dir(&data).unwrap();
+        let config = format!("[[routes]]\npath = \"/v\"\nrespond = {{ body = \"v{n}\" }}\n");
+        std::fs::write(data.join("edgegate.toml"), config).unwrap();
+        std::os::unix::fs::symlink(data.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
+        std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    };
+    version(1);
+    std::os::unix::fs::symlink("..data/edgegate.toml", dir.join("edgegate.toml")).unwrap();
+    let gw = Gateway::start_at_with(&dir.join("edgegate.toml"), &["--watch"], &[]);
+    assert_eq!(get(gw.addr, "/v").text(), "v1");
+    version(2);
+    crate::support::wait_until("--watch reloads the swapped ConfigMap", || {
+        get(gw.addr, "/v").text() == "v2"
+    });
+    assert_eq!(
+        metric_line(&gw, "edgegate_config_generation ").as_deref(),
+        Some("edgegate_config_generation 2")
+    );
+}
+
 /// The rolling upgrade under load: a second process starts on the port, the first drains on
 /// SIGTERM, and clients see no refused connection and no failed request, both those that
 /// open a connection per request and wrk's keep-alive ones (answered `Connection: close`

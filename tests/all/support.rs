@@ -130,8 +130,15 @@ impl Gateway {
     /// `edgegate serve --config <path>` with more environment variables, for a configuration
     /// the test keeps (and may serve again after a restart).
     pub fn start_at(path: &std::path::Path, env: &[(&str, &str)]) -> Self {
+        Self::start_at_with(path, &[], env)
+    }
+
+    /// [`Gateway::start_at`] with more arguments.
+    pub fn start_at_with(path: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let unused = tempfile::tempdir().unwrap();
-        Self::spawn(&["--config", path.to_str().unwrap()], env, unused, None)
+        let mut all = vec!["--config", path.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Self::spawn(&all, env, unused, None)
     }
 
     /// Lowers the running gateway's open-file limit, soft and hard, to `limit`: what start-up

@@ -4,11 +4,17 @@
 //! old one replaces the inode, which a watch on the file itself would lose), and events are
 //! debounced, so the burst of events one deploy makes is one reload. After each reload the set
 //! of files is read again from the version serving.
+//!
+//! A file may change with no event naming it: in a Kubernetes ConfigMap volume,
+//! `edgegate.toml` is a link to `..data/edgegate.toml`, and an update swaps the `..data`
+//! link. So after any event in a watched directory, each file's stamp (device, inode,
+//! modification time and size, through links) is compared with the one seen before.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
@@ -42,12 +48,30 @@ pub struct WatchError {
 pub fn watch(gateway: Arc<Gateway>) -> Result<Watch, WatchError> {
     let runtime = tokio::runtime::Handle::current();
     let watched = gateway.clone();
+    let stamps: Mutex<BTreeMap<PathBuf, Option<Stamp>>> = Mutex::new(
+        gateway
+            .files()
+            .iter()
+            .filter_map(|f| canonical(f))
+            .map(|f| (f.clone(), stamp(&f)))
+            .collect(),
+    );
     let on_events = move |result: DebounceEventResult| {
         let Ok(events) = result else { return };
         let files: BTreeSet<PathBuf> =
             watched.files().iter().filter_map(|f| canonical(f)).collect();
-        let touched = events.iter().flat_map(|e| e.paths.iter()).find(|p| files.contains(*p));
-        if let Some(path) = touched {
+        let named = events.iter().flat_map(|e| e.paths.iter()).find(|p| files.contains(*p));
+        // Every file's stamp is brought up to date; one newly watched is not a change.
+        let mut stamps = stamps.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let restamped: Vec<&PathBuf> = files
+            .iter()
+            .filter(|f| {
+                let now = stamp(f);
+                matches!(stamps.insert((*f).clone(), now), Some(before) if before != now)
+            })
+            .collect();
+        drop(stamps);
+        if let Some(path) = named.or(restamped.first().copied()) {
             tracing::info!(file = %path.display(), "changed: reloading");
             let gateway = watched.clone();
             runtime.spawn(async move {
@@ -68,12 +92,21 @@ pub fn watch(gateway: Arc<Gateway>) -> Result<Watch, WatchError> {
     Ok(Watch { _debouncer: debouncer })
 }
 
+/// What tells one version of a file from the next, read through links: device, inode,
+/// modification time, size.
+type Stamp = (u64, u64, SystemTime, u64);
+
+fn stamp(file: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(file).ok()?;
+    Some((meta.dev(), meta.ino(), meta.modified().ok()?, meta.len()))
+}
+
 /// `file` with its directory made canonical (the file itself may be missing for a moment, in
 /// the middle of a deploy): how the watcher names the paths of its events.
-fn canonical(file: &std::path::Path) -> Option<PathBuf> {
+fn canonical(file: &Path) -> Option<PathBuf> {
     let dir = match file.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => std::path::Path::new("."),
+        _ => Path::new("."),
     };
     Some(dir.canonicalize().ok()?.join(file.file_name()?))
 }
