@@ -8,6 +8,7 @@ mod cli;
 mod component;
 mod connections;
 mod demo;
+mod deploy;
 mod hostile;
 mod image;
 mod kv;

@@ -1,0 +1,116 @@
+//! The Kubernetes manifests under `deploy/kubernetes`: every one checked against the Kubernetes
+//! schemas by `kubernetes-validate` (PyPI, installed by `tools/kubernetes-validate/install`),
+//! strictly (an unknown field fails); the kustomization lists exactly the files there; the
+//! configuration they mount passes `edgegate check`; and the timings agree with each other.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn manifests() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes")
+}
+
+/// `kubernetes-validate`, or `None` (said loudly) when it is not installed; with
+/// EDGEGATE_REQUIRE_KUBERNETES_VALIDATE=1 (as in CI) that is a failure.
+fn validator() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tools/kubernetes-validate/venv/bin/kubernetes-validate");
+    if path.is_file() {
+        return Some(path);
+    }
+    let why = "kubernetes-validate is not installed (tools/kubernetes-validate/install)";
+    let required = std::env::var("EDGEGATE_REQUIRE_KUBERNETES_VALIDATE");
+    assert!(required.as_deref() != Ok("1"), "{why}");
+    eprintln!("!!! SKIPPED: the Kubernetes manifests are not validated: {why}");
+    None
+}
+
+/// The resources `kustomization.yaml` lists.
+fn resources() -> Vec<String> {
+    let text = std::fs::read_to_string(manifests().join("kustomization.yaml")).unwrap();
+    let list = text.split("resources:\n").nth(1).expect("a resources list");
+    list.lines().map_while(|line| line.strip_prefix("  - ")).map(str::to_owned).collect()
+}
+
+fn validate(validator: &Path, files: &[PathBuf]) -> std::process::Output {
+    Command::new(validator)
+        .args(["--strict", "--kubernetes-version", "1.32"])
+        .args(files)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_manifest_is_valid_kubernetes_and_the_kustomization_lists_them_all() {
+    let mut listed = resources();
+    listed.sort();
+    let mut present: Vec<String> = std::fs::read_dir(manifests())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".yaml") && name != "kustomization.yaml")
+        .collect();
+    present.sort();
+    assert_eq!(listed, present, "kustomization.yaml's resources are the manifests here");
+    let Some(validator) = validator() else { return };
+    let files: Vec<PathBuf> = listed.iter().map(|f| manifests().join(f)).collect();
+    let out = validate(&validator, &files);
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    for kind in
+        ["deployment", "service", "horizontalpodautoscaler", "poddisruptionbudget", "secret"]
+    {
+        assert!(said.contains(&format!("passed for resource {kind}/")), "{kind}: {said}");
+    }
+    // The validator does refuse: the same Deployment with a misspelt field fails.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("deployment.yaml");
+    let text = std::fs::read_to_string(manifests().join("deployment.yaml")).unwrap();
+    std::fs::write(&bad, text.replace("readinessProbe:", "readinesProbe:")).unwrap();
+    assert!(!validate(&validator, &[bad]).status.success());
+}
+
+#[test]
+fn the_mounted_configuration_passes_check_and_the_timings_agree() {
+    let toml = std::fs::read_to_string(manifests().join("edgegate.toml")).unwrap();
+    // Checked as mounted, but with its module cache in a scratch directory, not the pod's.
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("edgegate.toml");
+    let cache = format!("cache_dir = {:?}", scratch.path().join("cache"));
+    std::fs::write(&config, toml.replace("cache_dir = \"/var/cache/edgegate\"", &cache)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config"])
+        .arg(&config)
+        // The Secret's REDIS_URL; `check` resolves it and contacts nothing.
+        .env("REDIS_URL", "redis://edgegate-redis:6379")
+        .env_remove("EDGEGATE_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let deployment = std::fs::read_to_string(manifests().join("deployment.yaml")).unwrap();
+    let number = |text: &str, after: &str| -> u64 {
+        let rest = text.split(after).nth(1).unwrap_or_else(|| panic!("no {after}"));
+        let digits: String = rest.trim_start().chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or_else(|_| panic!("{after}: {rest:.20}"))
+    };
+    let grace = number(&deployment, "terminationGracePeriodSeconds:");
+    let pause = number(&deployment, "sleep:\n                seconds:");
+    let drain = number(&toml, "shutdown_timeout = \"");
+    assert!(grace > pause + drain, "grace {grace} s ≤ preStop {pause} s + drain {drain} s");
+    // The container serves the mounted file, watched, on the ports the probes and Service use.
+    assert!(
+        deployment
+            .contains(r#"args: ["serve", "--config", "/etc/edgegate/edgegate.toml", "--watch"]"#)
+    );
+    assert!(deployment.contains("mountPath: /etc/edgegate\n"));
+    assert!(
+        toml.contains("listen = \"0.0.0.0:8080\"") && deployment.contains("containerPort: 8080")
+    );
+    assert!(
+        toml.contains("admin = \"0.0.0.0:9090\"") && deployment.contains("containerPort: 9090")
+    );
+    assert!(
+        toml.contains("cache_dir = \"/var/cache/edgegate\"")
+            && deployment.contains("mountPath: /var/cache/edgegate")
+    );
+}
