@@ -7,6 +7,7 @@ mod bench;
 mod cli;
 mod component;
 mod connections;
+mod container;
 mod demo;
 mod deploy;
 mod hostile;
