@@ -1,6 +1,7 @@
 //! The container image (`deploy/container`): built FROM scratch with podman from the binary
 //! under test, run with a read-only root file system as its non-root user, its configuration
-//! mounted; it answers a request, and `podman stop` (SIGTERM) drains it to a clean exit.
+//! mounted and its module cache on a volume; it answers a request, stores the compiled module,
+//! and `podman stop` (SIGTERM) drains it to a clean exit.
 //!
 //! Without podman, or where podman cannot run a container, the test says so loudly and checks
 //! nothing; with EDGEGATE_REQUIRE_PODMAN=1 (as in CI) that is a failure.
@@ -26,7 +27,7 @@ fn skip(why: &str) {
     eprintln!("!!! SKIPPED: the container image is not tested: {why}");
 }
 
-/// Removes the container and the image when the test ends, however it ends.
+/// Removes the container, its cache volume and the image when the test ends, however it ends.
 struct Cleanup<'a> {
     container: &'a str,
     image: &'a str,
@@ -35,6 +36,7 @@ struct Cleanup<'a> {
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
         let _ = podman(&["rm", "-f", "-t", "0", self.container]);
+        let _ = podman(&["volume", "rm", "-f", self.container]);
         let _ = podman(&["rmi", "-f", self.image]);
     }
 }
@@ -119,7 +121,10 @@ fn the_image_serves_read_only_as_non_root_and_drains_on_sigterm() {
     if Command::new("runc").arg("--version").output().is_ok() {
         args.extend(["--runtime".into(), "runc".into()]);
     }
-    let rest = ["--tmpfs", "/var/cache/edgegate:rw,mode=1777", "-v", &volume, "-p", &publish];
+    // The module cache on a new volume, named as the container, which takes the image
+    // directory's owner.
+    let cache = format!("{container}:/var/cache/edgegate");
+    let rest = ["-v", &cache, "-v", &volume, "-p", &publish];
     args.extend(rest.map(String::from));
     args.extend(["-e", "EDGEGATE_ADMIN_TOKEN=a-test-token", &image].map(String::from));
     let run = podman(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -146,4 +151,9 @@ fn the_image_serves_read_only_as_non_root_and_drains_on_sigterm() {
     let logs = said(&podman(&["logs", &container]));
     assert_eq!(String::from_utf8_lossy(&code.stdout).trim(), "0", "{logs}");
     assert!(logs.contains("drained"), "{logs}");
+    // The compiled module went into the cache: its user may write there, and nowhere else.
+    assert!(
+        logs.contains("worker=echo module=builtin:echo-json") && logs.contains("cache=Miss"),
+        "{logs}"
+    );
 }
