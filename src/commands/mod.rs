@@ -6,6 +6,7 @@ mod check;
 mod compile;
 mod module_report;
 mod new;
+mod push;
 mod serve;
 mod tools;
 
@@ -32,6 +33,8 @@ pub enum Command {
     Tools(tools::ToolsCommand),
     /// Compile a module ahead of time for this host, with the engine settings `serve` uses.
     Compile(compile::CompileCommand),
+    /// Publish a built worker to an OCI registry.
+    Push(push::PushCommand),
     /// Run the benchmark lab: edgegate against Node.js, workerd and native Rust, reported in
     /// Markdown, JSON and SVG.
     Bench(bench::BenchCommand),
@@ -53,6 +56,7 @@ impl Command {
             Self::Build(command) => command.execute(),
             Self::Tools(command) => command.execute(),
             Self::Compile(command) => command.execute(),
+            Self::Push(command) => command.execute(),
             Self::Bench(command) => command.execute(),
             Self::BenchNative(command) => command.execute(),
             Self::BenchFake(command) => command.execute(),

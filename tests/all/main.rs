@@ -17,6 +17,7 @@ mod limits;
 mod logs;
 mod observability;
 mod rate_limits;
+mod registry;
 mod reload;
 mod requests;
 mod shutdown;

@@ -28,6 +28,7 @@ mod forward;
 mod gateway;
 mod listen;
 pub mod observe;
+pub mod registry;
 pub mod route;
 pub mod server;
 

@@ -1,4 +1,4 @@
-//! Test and bench helpers: a real Redis server ([`redis`]); the test picture ([`photo`]), which
+//! Test and bench helpers: a real Redis server ([`redis`]); a real OCI registry ([`registry`]); the test picture ([`photo`]), which
 //! the lab serves too; hand-made progressive JPEGs with many scans ([`jpeg`]); tokens signed with the keys published in
 //! RFC 7515 and RFC 8037 (`testdata/jose/rfc-vectors.json`), and their public halves as JWKs,
 //! so tests of the host path, the gateway and the binary sign real tokens for every algorithm.
@@ -15,6 +15,7 @@
 pub mod jpeg;
 pub mod photo;
 pub mod redis;
+pub mod registry;
 
 use base64ct::{Base64UrlUnpadded, Encoding};
 use edgegate_abi::jws::Alg;

@@ -1,0 +1,118 @@
+//! A real OCI registry for tests: Debian's `docker-registry` (CNCF distribution), on a free
+//! loopback port, storing in a temporary directory, killed when dropped.
+//!
+//! When it is not installed, [`Registry::start`] returns `None` after printing a loud notice,
+//! and the calling test must return early; with `EDGEGATE_REQUIRE_REGISTRY=1` (as `.ci/run`
+//! sets) it panics instead.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `docker-registry`.
+#[derive(Debug)]
+pub struct Registry {
+    child: Child,
+    port: u16,
+    storage: tempfile::TempDir,
+}
+
+impl Registry {
+    /// Starts a registry on a free port; `None` (announced on stderr) when `docker-registry`
+    /// is not installed and not required. `test` names the caller in the notice.
+    pub fn start(test: &str) -> Option<Self> {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let storage = tempfile::tempdir().expect("a storage directory");
+        let config = storage.path().join("config.yml");
+        let data = storage.path().join("data");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
+                 http:\n  addr: 127.0.0.1:{port}\n",
+                data.display()
+            ),
+        )
+        .expect("writing the registry's configuration");
+        let required = std::env::var_os("EDGEGATE_REQUIRE_REGISTRY").is_some_and(|v| v == "1");
+        let child = match Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                eprintln!(
+                    "\n!!! SKIPPED {test}: docker-registry is not installed ({e}). Install it \
+                     (Debian: apt-get install docker-registry) to run the registry tests; \
+                     EDGEGATE_REQUIRE_REGISTRY=1 makes this a failure.\n"
+                );
+                return None;
+            }
+            Err(e) => panic!("{test}: cannot start docker-registry: {e}"),
+        };
+        let registry = Self { child, port, storage };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !registry.answers() {
+            assert!(Instant::now() < deadline, "{test}: docker-registry did not answer /v2/");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(registry)
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Where it keeps its blobs: `…/docker/registry/v2/blobs/sha256/XX/HEX/data`.
+    pub fn blob(&self, digest: &str) -> PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        self.storage
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
+    /// Its storage directory.
+    pub fn storage(&self) -> &Path {
+        self.storage.path()
+    }
+
+    /// `GET path` with `accept`: the status line's code and the body.
+    pub fn get(&self, path: &str, accept: &str) -> (u16, Vec<u8>) {
+        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).expect("connect");
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nhost: {}\r\naccept: {accept}\r\nconnection: close\r\n\r\n",
+            self.host()
+        );
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).expect("read");
+        let split = answer.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+        let head = String::from_utf8_lossy(&answer[..split]).to_string();
+        let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, answer[split..].to_vec())
+    }
+
+    fn answers(&self) -> bool {
+        TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).is_ok()
+            && self.get("/v2/", "*/*").0 == 200
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
