@@ -146,15 +146,17 @@ fn docker_auth(text: &str, registry: &str) -> Result<RegistryAuth, String> {
 pub async fn push(wasm: Vec<u8>, reference: &str, insecure: bool) -> Result<Pushed, RegistryError> {
     let reference = parse(reference)?;
     let registry = reference.resolve_registry().to_owned();
-    let component = wasm.get(4..8) == Some(&[0x0d, 0x00, 0x01, 0x00]);
     if !wasm.starts_with(b"\0asm") {
         return Err(RegistryError::NotWasm);
     }
-    let layer_digest =
-        format!("sha256:{}", hex(ring::digest::digest(&ring::digest::SHA256, &wasm).as_ref()));
+    let layer_digest = format!("sha256:{}", edgegate_runtime::module_digest(&wasm));
+    let os = match edgegate_runtime::Abi::of(&wasm) {
+        edgegate_runtime::Abi::HttpComponent => "wasip2",
+        edgegate_runtime::Abi::Core => "wasip1",
+    };
     let config = serde_json::json!({
         "architecture": "wasm",
-        "os": if component { "wasip2" } else { "wasip1" },
+        "os": os,
         "layerDigests": [layer_digest],
     });
     let config = Config::new(config.to_string().into_bytes(), WASM_CONFIG.to_owned(), None);
@@ -165,10 +167,6 @@ pub async fn push(wasm: Vec<u8>, reference: &str, insecure: bool) -> Result<Push
     let pushed = client.push(&reference, &[layer], config, &auth, None).await.map_err(failed)?;
     let manifest = pushed.manifest_url.rsplit('/').next().unwrap_or_default().to_owned();
     Ok(Pushed { manifest, layer: layer_digest })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -351,6 +351,12 @@ fn rand_u64() -> u64 {
     u64::from_le_bytes(bytes)
 }
 
+/// A module's digest as edgegate names it everywhere (`ModuleInfo::digest`, logs, metrics,
+/// a registry layer's `sha256:`): the sha256 of its bytes, in lower-case hex.
+pub fn module_digest(wasm: &[u8]) -> String {
+    hex(&sha256(wasm))
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);

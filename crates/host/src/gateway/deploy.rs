@@ -209,9 +209,8 @@ fn deployed(
             return Err(DeployError::ModuleTooLarge(max));
         }
         Some(bytes) => {
-            let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-            let hex: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
-            let file = format!("{name}-{hex}.wasm");
+            let digest = edgegate_runtime::module_digest(bytes);
+            let file = format!("{name}-{}.wasm", &digest[..16]);
             let path = dir.join(&file);
             std::fs::create_dir_all(dir)
                 .and_then(|()| write_atomically(&path, bytes))
