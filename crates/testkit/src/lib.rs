@@ -22,6 +22,21 @@ use edgegate_abi::jws::Alg;
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair, RsaKeyPair};
 
+/// A loopback port free now (bound and released: another process could take it before the
+/// caller binds it, which then fails loudly).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Whether the environment variable `name` is `1`: a dependency the tests need must be there
+/// (as `.ci/run` sets for each), so its absence fails instead of skipping.
+pub(crate) fn required(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v == "1")
+}
+
 /// The published vectors and keys.
 pub const VECTORS: &str = include_str!("../../../testdata/jose/rfc-vectors.json");
 

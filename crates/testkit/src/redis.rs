@@ -17,22 +17,17 @@ pub struct RedisServer {
     port: u16,
 }
 
-/// Whether Redis tests must run (`EDGEGATE_REQUIRE_REDIS=1`).
-fn required() -> bool {
-    std::env::var_os("EDGEGATE_REQUIRE_REDIS").is_some_and(|v| v == "1")
-}
-
 impl RedisServer {
     /// Starts a server on a free port; `None` (announced on stderr) when `redis-server` is
     /// not installed and Redis is not required. `test` names the caller in the notice.
     pub fn start(test: &str) -> Option<Self> {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::free_port();
         match Self::start_on(port) {
             Ok(server) => Some(server),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required() => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && !crate::required("EDGEGATE_REQUIRE_REDIS") =>
+            {
                 eprintln!(
                     "\n!!! SKIPPED {test}: redis-server is not installed ({e}). \
                      Install it (Debian: apt-get install redis-server) to run the Redis tests; \

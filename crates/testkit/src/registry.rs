@@ -6,7 +6,7 @@
 //! sets) it panics instead.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,10 +23,7 @@ impl Registry {
     /// Starts a registry on a free port; `None` (announced on stderr) when `docker-registry`
     /// is not installed and not required. `test` names the caller in the notice.
     pub fn start(test: &str) -> Option<Self> {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::free_port();
         let storage = tempfile::tempdir().expect("a storage directory");
         let config = storage.path().join("config.yml");
         let data = storage.path().join("data");
@@ -39,7 +36,7 @@ impl Registry {
             ),
         )
         .expect("writing the registry's configuration");
-        let required = std::env::var_os("EDGEGATE_REQUIRE_REGISTRY").is_some_and(|v| v == "1");
+        let required = crate::required("EDGEGATE_REQUIRE_REGISTRY");
         let child = match Command::new("docker-registry")
             .arg("serve")
             .arg(&config)
