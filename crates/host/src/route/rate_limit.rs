@@ -125,7 +125,7 @@ impl RouteLimit {
                 return Err(RequestError::new(
                     ErrorKind::RateLimitUnavailable,
                     format!(
-                        "rate limit `{}`: Redis cannot decide ({failure:?})",
+                        "rate limit `{}`: no decision from Redis: {failure}",
                         policy.limit.name
                     ),
                 ));

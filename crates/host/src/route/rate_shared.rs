@@ -32,7 +32,7 @@ use crate::config::{ConfigError, Loaded, OnError, RateLimitConfig};
 use crate::observe::metrics::{Count, counter};
 
 /// How long a policy decides without Redis after it failed.
-pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// The shortest time between two warnings of one policy.
 const LOG_EVERY: Duration = Duration::from_secs(10);
