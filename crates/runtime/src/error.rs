@@ -101,6 +101,17 @@ pub enum LoadError {
         /// The file.
         path: std::path::PathBuf,
     },
+    /// A pulled module's stored file is not the module it was pulled as.
+    #[error(
+        "`{}` is not the module pulled as sha256:{expected}: the store of pulled modules was altered; remove the file to pull it again",
+        path.display()
+    )]
+    NotPulled {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The digest it was pulled by, in hex.
+        expected: String,
+    },
     /// The runtime is shutting down: its blocking pool is gone.
     #[error("the runtime is shutting down")]
     Closed,

@@ -78,7 +78,7 @@ pub use guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, Stre
 pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
-pub use module_cache::{CacheOutcome, ModuleCache, Pruned, Pruning, module_digest};
+pub use module_cache::{CacheOutcome, ModuleCache, PULLED_MODULES, Pruned, Pruning, module_digest};
 pub use prune::PRUNE_INTERVAL;
 pub use resident::ResidentStats;
 pub use source::Source;

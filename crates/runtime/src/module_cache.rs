@@ -92,6 +92,11 @@ pub struct Pruned {
     pub kept: u64,
 }
 
+/// Where the gateway keeps the modules it pulled from registries, under the cache's directory:
+/// each named by its sha256 in hex. A prune removes those no live worker runs that were
+/// written more than [`Pruning::max_age`] ago (they are pulled again if named again).
+pub const PULLED_MODULES: &str = "oci/blobs/sha256";
+
 /// How old a temporary file must be before a prune takes it for a crash's leftover.
 const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 
@@ -178,7 +183,36 @@ impl ModuleCache {
             }
         }
         pruned.kept = total;
+        self.prune_pulled(keep, now, &mut pruned);
         Ok(pruned)
+    }
+
+    /// The pulled modules' part of [`ModuleCache::prune`].
+    fn prune_pulled(
+        &self,
+        keep: &std::collections::HashSet<String>,
+        now: SystemTime,
+        pruned: &mut Pruned,
+    ) {
+        let Ok(entries) = fs::read_dir(self.dir.join(PULLED_MODULES)) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() || keep.contains(name.as_ref()) {
+                continue;
+            }
+            let age = now.duration_since(meta.modified().unwrap_or(now)).unwrap_or_default();
+            let stale = if name.starts_with(".tmp") {
+                age > STALE_TEMPORARY
+            } else {
+                name.len() == 64 && age > self.pruning.max_age
+            };
+            if stale && fs::remove_file(entry.path()).is_ok() {
+                pruned.removed += 1;
+                pruned.bytes += meta.len();
+            }
+        }
     }
 
     /// The default location: `$XDG_CACHE_HOME/edgegate/modules`, else
@@ -410,6 +444,28 @@ mod tests {
             (writing, true),
             (foreign, true),
         ] {
+            assert_eq!(path.exists(), there, "{}", path.display());
+        }
+    }
+
+    #[test]
+    fn pulled_modules_go_when_unused_and_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ModuleCache::open(dir.path()).unwrap();
+        let pulled = dir.path().join(PULLED_MODULES);
+        fs::create_dir_all(&pulled).unwrap();
+        let now = SystemTime::now();
+        let name = |c: char| c.to_string().repeat(64);
+        let old = file(&pulled, &name('a'), 10, now, 10 * DAY);
+        let recent = file(&pulled, &name('b'), 10, now, DAY);
+        let in_use = file(&pulled, &name('c'), 10, now, 30 * DAY);
+        let crashed = file(&pulled, ".tmpXyZ", 10, now, 2 * STALE_TEMPORARY);
+        let foreign = file(&pulled, "notes.txt", 10, now, 100 * DAY);
+        let keep = [name('c')].into();
+        assert_eq!(cache.prune(&keep, now).unwrap().removed, 2);
+        for (path, there) in
+            [(old, false), (crashed, false), (recent, true), (in_use, true), (foreign, true)]
+        {
             assert_eq!(path.exists(), there, "{}", path.display());
         }
     }

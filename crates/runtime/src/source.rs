@@ -1,6 +1,7 @@
 //! Where a worker's bytes come from, so that its code can be loaded again after an eviction:
 //! bytes held in memory, or a file read again (and checked against the digest taken when the
-//! worker was checked).
+//! worker was checked). A module pulled from a registry is a file that must hash to the digest
+//! it was pulled by, checked at every read, before anything compiles it.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,14 @@ pub enum Source {
     /// A file. It is read when the worker is checked, and again only when its code is loaded
     /// and the module cache has no entry for it.
     File(PathBuf),
+    /// A module pulled from a registry and stored by its digest: refused, whenever it is read,
+    /// unless its sha256 is `sha256`.
+    Pulled {
+        /// The stored file.
+        path: PathBuf,
+        /// The digest it was pulled by.
+        sha256: [u8; 32],
+    },
 }
 
 /// What a file looked like when it was read: a reload whose file still looks the same
@@ -45,27 +54,35 @@ impl Stamp {
 }
 
 impl Source {
-    /// The bytes, and for a file what it looked like before it was read (so that a change
-    /// made while reading it shows at the next look).
-    pub(crate) fn read(&self) -> Result<(Bytes, Option<Stamp>), LoadError> {
-        match self {
-            Self::Bytes(bytes) => Ok((bytes.clone(), None)),
-            Self::File(path) => {
+    /// The bytes, their sha256, and for a file what it looked like before it was read (so
+    /// that a change made while reading it shows at the next look).
+    pub(crate) fn read(&self) -> Result<(Bytes, [u8; 32], Option<Stamp>), LoadError> {
+        let (bytes, stamp) = match self {
+            Self::Bytes(bytes) => (bytes.clone(), None),
+            Self::File(path) | Self::Pulled { path, .. } => {
                 let unreadable = |source| LoadError::Unreadable { path: path.clone(), source };
                 let stamp = Stamp::of(path).map_err(unreadable)?;
                 let bytes = std::fs::read(path).map_err(unreadable)?;
-                Ok((bytes.into(), Some(stamp)))
+                (bytes.into(), Some(stamp))
             }
+        };
+        let digest = crate::module_cache::sha256(&bytes);
+        if let Self::Pulled { path, sha256 } = self
+            && digest != *sha256
+        {
+            let expected = crate::module_cache::hex(sha256);
+            return Err(LoadError::NotPulled { path: path.clone(), expected });
         }
+        Ok((bytes, digest, stamp))
     }
 
     /// The bytes again, for a load after the check: refused if they are no longer the ones
     /// whose sha256 is `digest`.
     pub(crate) fn read_again(&self, digest: &[u8; 32]) -> Result<Bytes, LoadError> {
-        let (bytes, _) = self.read()?;
-        if crate::module_cache::sha256(&bytes) != *digest {
+        let (bytes, read, _) = self.read()?;
+        if read != *digest {
             let path = match self {
-                Self::File(path) => path.clone(),
+                Self::File(path) | Self::Pulled { path, .. } => path.clone(),
                 Self::Bytes(_) => PathBuf::new(),
             };
             return Err(LoadError::Changed { path });
@@ -78,7 +95,7 @@ impl Source {
     pub(crate) fn same_as(&self, before: &Self, stamp: Option<Stamp>) -> bool {
         match self {
             Self::Bytes(_) => self.names(before),
-            Self::File(now) => {
+            Self::File(now) | Self::Pulled { path: now, .. } => {
                 self.names(before) && stamp.is_some() && Stamp::of(now).ok() == stamp
             }
         }
@@ -92,6 +109,7 @@ impl Source {
                 now.as_ptr() == then.as_ptr() && now.len() == then.len()
             }
             (Self::File(now), Self::File(then)) => now == then,
+            (Self::Pulled { path: now, .. }, Self::Pulled { path: then, .. }) => now == then,
             _ => false,
         }
     }

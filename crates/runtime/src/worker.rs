@@ -89,8 +89,7 @@ impl Runtime {
     /// resident, so its first request does not wait. It stays resident while it is among the
     /// most recently used; after an eviction its next request loads it again from `source`.
     pub fn load(&self, spec: WorkerSpec<'_>) -> Result<Worker, LoadError> {
-        let (wasm, stamp) = spec.source.read()?;
-        let digest = crate::module_cache::sha256(&wasm);
+        let (wasm, digest, stamp) = spec.source.read()?;
         let (worker, code) = self.compile_worker(spec, &wasm, digest, stamp)?;
         self.resident().keep(digest, code);
         Ok(worker)
@@ -137,8 +136,7 @@ impl Runtime {
         {
             return self.unchanged(spec, previous);
         }
-        let (wasm, stamp) = spec.source.read()?;
-        let digest = crate::module_cache::sha256(&wasm);
+        let (wasm, digest, stamp) = spec.source.read()?;
         let resident = self.resident();
         // A `.cwasm` loads without Cranelift: checking it in full costs little, and says so.
         let precompiled = wasmtime::Engine::detect_precompiled(&wasm).is_some();
@@ -232,6 +230,11 @@ impl Worker {
     /// The keys its `jws_verify` checks signatures with, if it has any.
     pub fn keys(&self) -> Option<&Keys> {
         self.inner.shared.keys.as_ref()
+    }
+
+    /// Where its module comes from.
+    pub fn source(&self) -> &Source {
+        &self.inner.source
     }
 
     /// What the module speaks and needs.
