@@ -20,6 +20,8 @@ impl CheckCommand {
     /// without binding the listeners, and checks the KV namespaces without opening them.
     /// Prints each worker's ABI version, imports and memory; a module that does not fit (an
     /// unknown import, another ABI, too much memory) is an error that names what is wrong.
+    /// An `oci://` module is resolved at its registry (which must answer, as for a reload),
+    /// and the digests it resolved to are printed.
     pub fn execute(self) -> anyhow::Result<()> {
         let loaded = self.config.load()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -27,8 +29,16 @@ impl CheckCommand {
             .build()
             .context("starting the async runtime")?;
         let gateway = runtime.block_on(Gateway::check(&loaded, edgegate_guests::BUILTIN))?;
+        let resolved = gateway.resolved();
         for (name, worker) in gateway.workers() {
             let module = &loaded.config.workers[&name].module;
+            // A registry reference: the manifest it resolved to, and the module's whole digest.
+            let module = match resolved.get(module) {
+                Some(manifest) => {
+                    format!("{module} = {manifest}, module sha256:{}", worker.module_info().digest)
+                }
+                None => module.clone(),
+            };
             let info = worker.module_info();
             let how = match worker.checked() {
                 Checked::Loaded(CacheOutcome::Precompiled) => "precompiled",

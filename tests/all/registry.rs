@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use edgegate_testkit::registry::Registry;
 
+use crate::support::{Gateway, http, metric_line, post};
+
 fn push(path: &std::path::Path, reference: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_edgegate"))
         .args(["push"])
@@ -83,4 +85,241 @@ fn push_refuses_what_is_not_webassembly_or_not_a_reference() {
         assert_eq!(out.status.code(), Some(1), "{reference}: {stderr}");
         assert!(stderr.contains(says), "{reference}: {stderr}");
     }
+}
+
+/// Pushes `wasm` as `reference`; returns the manifest's digest `push` printed.
+pub(crate) fn publish(dir: &std::path::Path, wasm: &[u8], reference: &str) -> String {
+    let file = dir.join("publish.wasm");
+    std::fs::write(&file, wasm).unwrap();
+    let out = push(&file, reference);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let manifest = said.split_whitespace().find(|w| w.starts_with("sha256:")).unwrap();
+    manifest.trim_end_matches([',', ';', ')']).to_owned()
+}
+
+/// A configuration serving `module` as worker `w` on `/w`, its module cache (and the store
+/// of pulled modules in it) in `cache`.
+fn serving(module: &str, cache: &std::path::Path) -> String {
+    format!(
+        "[runtime]\ncache_dir = {cache:?}\n\n[workers.w]\nmodule = {module:?}\n\n\
+         [[routes]]\nprefix = \"/w\"\nworker = \"w\"\n",
+        cache = cache.display().to_string(),
+    )
+}
+
+/// `edgegate check --config path`.
+fn check(path: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config"])
+        .arg(path)
+        .env("DOCKER_CONFIG", "/nonexistent")
+        .output()
+        .unwrap()
+}
+
+fn module_digest(wasm: &[u8]) -> String {
+    edgegate_runtime::module_digest(wasm)
+}
+
+const TOKEN: &str = "registry-s3cret";
+const BODY: &[u8] = br#"{ "a" : 1 }"#;
+
+fn reload(gw: &Gateway) -> crate::support::Reply {
+    let auth = format!("Bearer {TOKEN}");
+    http(gw.admin, "POST", "/reload", &[("Authorization", &auth)], b"")
+}
+
+fn info(gw: &Gateway, wasm: &[u8]) -> Option<String> {
+    let series =
+        format!("edgegate_worker_info{{worker=\"w\",digest=\"{}\"}} 1", module_digest(wasm));
+    metric_line(gw, &series)
+}
+
+/// The whole life of a worker published to a registry: pushed, checked, served; a new
+/// version pushed under the same tag and reloaded; the registry gone at a reload (refused,
+/// the running version kept) and at a restart (served from the store, with a warning).
+#[test]
+fn a_pushed_worker_serves_and_follows_its_tag_through_reloads_and_registry_outages() {
+    let Some(mut registry) = Registry::start("a_pushed_worker_serves") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let reference = format!("oci://{}/workers/w:live", registry.host());
+    let v1 = publish(dir.path(), edgegate_guests::ECHO_JSON, &reference);
+    let config = dir.path().join("edgegate.toml");
+    std::fs::write(&config, serving(&reference, &cache)).unwrap();
+
+    // `check` resolves the tag and says to what.
+    let checked = check(&config);
+    let said = String::from_utf8_lossy(&checked.stdout).to_string();
+    assert!(checked.status.success(), "{said}{}", String::from_utf8_lossy(&checked.stderr));
+    let layer = module_digest(edgegate_guests::ECHO_JSON);
+    assert!(said.contains(&format!("{reference} = {v1}, module sha256:{layer}")), "{said}");
+
+    let env = [("EDGEGATE_ADMIN_TOKEN", TOKEN), ("EDGEGATE_LOG", "info"), ("DOCKER_CONFIG", "/x")];
+    let mut gw = Gateway::start_at(&config, &env);
+    assert_eq!(post(gw.addr, "/w", BODY).text(), r#"{"a":1}"#);
+    assert!(info(&gw, edgegate_guests::ECHO_JSON).is_some(), "worker_info names the pulled digest");
+
+    // A new version under the same tag: a reload resolves the tag again and serves it.
+    let v2 = publish(dir.path(), edgegate_guests::JSON_TRANSFORM, &reference);
+    assert_ne!(v1, v2);
+    let reloaded = reload(&gw);
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    assert_eq!(reloaded.json()["changed"], serde_json::json!(["w"]));
+    let transformed = post(gw.addr, "/w", BODY).text();
+    assert_ne!(transformed, r#"{"a":1}"#, "the new version answers");
+    assert!(info(&gw, edgegate_guests::JSON_TRANSFORM).is_some(), "worker_info follows the tag");
+
+    // The registry down: a reload cannot resolve the tag, is refused, and the running version
+    // keeps serving.
+    registry.stop();
+    let refused = reload(&gw);
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    let message = refused.json()["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("workers.w.module"), "{message}");
+    assert_eq!(post(gw.addr, "/w", BODY).text(), transformed);
+    let (_, log) = gw.stop();
+    let short = &module_digest(edgegate_guests::JSON_TRANSFORM)[..12];
+    assert!(
+        log.contains(&format!("digest=\"{short}\"")),
+        "the access log names the digest:\n{log}"
+    );
+    assert!(log.contains("module pulled from the registry"), "{log}");
+
+    // A restart with the registry still down serves what the tag last resolved to.
+    let gw = Gateway::start_at(&config, &env);
+    assert_eq!(post(gw.addr, "/w", BODY).text(), transformed);
+    assert!(info(&gw, edgegate_guests::JSON_TRANSFORM).is_some());
+    let (_, log) = {
+        let mut gw = gw;
+        gw.stop()
+    };
+    assert!(
+        log.contains("registry out of reach: serving the digest this reference last resolved to"),
+        "{log}"
+    );
+
+    // `check` has no such fallback (a reload would not either), nor has a start with nothing
+    // stored.
+    let checked = check(&config);
+    let stderr = String::from_utf8_lossy(&checked.stderr).to_string();
+    assert!(!checked.status.success() && stderr.contains("workers.w.module"), "{stderr}");
+    std::fs::write(&config, serving(&reference, &dir.path().join("empty"))).unwrap();
+    let started = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env("DOCKER_CONFIG", "/x")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&started.stderr).to_string();
+    assert!(!started.status.success(), "{stderr}");
+    assert!(stderr.contains("no earlier pull of it is stored"), "{stderr}");
+}
+
+/// A layer whose bytes are not the ones its digest names is refused before anything compiles
+/// it: altered in the registry, and altered in the store of pulled modules.
+#[test]
+fn a_tampered_layer_is_refused_in_the_registry_and_in_the_store() {
+    let Some(registry) = Registry::start("a_tampered_layer_is_refused") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let reference = format!("oci://{}/workers/w:v1", registry.host());
+    publish(dir.path(), edgegate_guests::ECHO_JSON, &reference);
+    let layer = format!("sha256:{}", module_digest(edgegate_guests::ECHO_JSON));
+    let mut altered = edgegate_guests::ECHO_JSON.to_vec();
+    let last = altered.len() - 1;
+    altered[last] ^= 0xff;
+
+    // In the registry: the same size, another byte.
+    let blob = registry.blob(&layer);
+    std::fs::write(&blob, &altered).unwrap();
+    let config = dir.path().join("edgegate.toml");
+    std::fs::write(&config, serving(&reference, &dir.path().join("cache"))).unwrap();
+    let checked = check(&config);
+    let stderr = String::from_utf8_lossy(&checked.stderr).to_string();
+    assert!(!checked.status.success(), "{stderr}");
+    assert!(stderr.contains("workers.w.module") && stderr.contains("refused"), "{stderr}");
+    let stored = dir.path().join("cache/oci/blobs/sha256").join(&layer[7..]);
+    assert!(!stored.exists(), "nothing refused is stored");
+
+    // In the store: pulled honestly, then altered on disk.
+    std::fs::write(&blob, edgegate_guests::ECHO_JSON).unwrap();
+    let checked = check(&config);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    // Even though the module cache has the honest module compiled and its check recorded,
+    // the stored file is read and checked against its digest.
+    std::fs::write(&stored, &altered).unwrap();
+    let checked = check(&config);
+    let stderr = String::from_utf8_lossy(&checked.stderr).to_string();
+    assert!(!checked.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("is not the module pulled as {layer}")), "{stderr}");
+}
+
+/// A registry that wants credentials gets them from the environment or from a docker
+/// `config.json`, for a push and for a pull; never from the configuration file.
+#[test]
+fn credentials_come_from_the_environment_or_a_docker_config_json() {
+    let (user, password) = ("ada", "s3cret-pw");
+    let Some(registry) = Registry::start_with_auth("credentials_come_from", user, password) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("echo.wasm");
+    std::fs::write(&wasm, edgegate_guests::ECHO_JSON).unwrap();
+    let reference = format!("oci://{}/workers/w:v1", registry.host());
+    let edgegate = |args: &[&str], env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_edgegate"))
+            .args(args)
+            .env_remove("EDGEGATE_REGISTRY_USERNAME")
+            .env_remove("EDGEGATE_REGISTRY_PASSWORD")
+            .env("DOCKER_CONFIG", "/nonexistent")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let push_args = ["push", wasm.to_str().unwrap(), &reference];
+
+    let anonymous = edgegate(&push_args, &[]);
+    assert!(!anonymous.status.success(), "a push without credentials is refused");
+    let wrong = [("EDGEGATE_REGISTRY_USERNAME", user), ("EDGEGATE_REGISTRY_PASSWORD", "wrong")];
+    assert!(!edgegate(&push_args, &wrong).status.success(), "a wrong password is refused");
+    let env = [("EDGEGATE_REGISTRY_USERNAME", user), ("EDGEGATE_REGISTRY_PASSWORD", password)];
+    let pushed = edgegate(&push_args, &env);
+    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+
+    let config = dir.path().join("edgegate.toml");
+    std::fs::write(&config, serving(&reference, &dir.path().join("cache"))).unwrap();
+    let check_args = ["check", "--config", config.to_str().unwrap()];
+    let anonymous = edgegate(&check_args, &[]);
+    let stderr = String::from_utf8_lossy(&anonymous.stderr).to_string();
+    assert!(!anonymous.status.success() && stderr.contains("workers.w.module"), "{stderr}");
+    let checked = edgegate(&check_args, &env);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+
+    // A docker config.json's `auths` entry, as `docker login` or `podman login` writes it.
+    let docker = dir.path().join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    // Standard base64 with padding, as those tools write it (coreutils' `base64`).
+    let mut base64 = Command::new("base64")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    base64.stdin.take().unwrap().write_all(format!("{user}:{password}").as_bytes()).unwrap();
+    let auth = String::from_utf8(base64.wait_with_output().unwrap().stdout).unwrap();
+    let auth = auth.trim();
+    let json = serde_json::json!({ "auths": { registry.host(): { "auth": auth } } });
+    std::fs::write(docker.join("config.json"), json.to_string()).unwrap();
+    std::fs::remove_dir_all(dir.path().join("cache")).unwrap();
+    let checked = edgegate(&check_args, &[("DOCKER_CONFIG", docker.to_str().unwrap())]);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+
+    // The configuration has no place for them.
+    let mut text = serving(&reference, &dir.path().join("cache"));
+    text += "\n[registry]\npassword = \"s3cret-pw\"\n";
+    std::fs::write(&config, text).unwrap();
+    let refused = edgegate(&check_args, &env);
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(!refused.status.success() && stderr.contains("unknown field `password`"), "{stderr}");
 }

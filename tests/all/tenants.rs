@@ -280,3 +280,40 @@ fn only_workers_that_served_have_series() {
     );
     assert_eq!(cpu_count("echo"), None);
 }
+
+/// A deployed worker's table may name a registry reference instead of uploading a module.
+/// A later deploy of another worker carries it over without asking the registry (which is
+/// down by then); a reload asks, and is refused.
+#[test]
+fn the_workers_api_deploys_a_worker_by_registry_reference() {
+    let Some(mut registry) =
+        edgegate_testkit::registry::Registry::start("api_deploys_by_reference")
+    else {
+        return;
+    };
+    let (dir, config) = deploy_site();
+    let d = dir.path();
+    let reference = format!("oci://{}/team/hello:v1", registry.host());
+    crate::registry::publish(d, edgegate_guests::ECHO_JSON, &reference);
+    let env = [("EDGEGATE_ADMIN_TOKEN", TOKEN), ("DOCKER_CONFIG", "/nonexistent")];
+    let gw = Gateway::start_at(&config, &env);
+    let hello = format!("[worker]\nmodule = {reference:?}\n[[routes]]\npath = \"/hello\"\n");
+    let (status, body) = api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, &hello, None));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
+    let workers = listed(&gw);
+    let digest = edgegate_runtime::module_digest(edgegate_guests::ECHO_JSON);
+    assert!(workers.to_string().contains(&digest), "{workers}");
+
+    registry.stop();
+    let other = "[worker]\n[[routes]]\npath = \"/other\"\n";
+    let (status, body) =
+        api(&gw, "PUT", "/workers/other", Some(TOKEN), &form(d, other, Some("echo.wasm")));
+    assert_eq!(status, 200, "the registry is not asked for a carried worker: {body}");
+    assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
+    let auth = format!("Bearer {TOKEN}");
+    let reload =
+        crate::support::http(gw.admin, "POST", "/reload", &[("Authorization", &auth)], b"");
+    assert_eq!(reload.status, 422, "{}", reload.text());
+    assert!(reload.text().contains("hello"), "{}", reload.text());
+}

@@ -25,6 +25,7 @@ mod image;
 mod jwt;
 mod kv;
 mod rate_limit;
+mod registry;
 mod route;
 mod runtime;
 mod server;
@@ -43,6 +44,7 @@ pub use image::ImageConfig;
 pub use jwt::{JwtConfig, KeySourceConfig};
 pub use kv::{DEMO_KV_SEED, KvBackend, KvConfig};
 pub use rate_limit::{KeyPart, OnError, RateLimitConfig, Scope};
+pub use registry::RegistryConfig;
 pub use route::{RespondConfig, RouteConfig};
 pub use runtime::{EngineConfig, MemoryInit};
 pub use server::{Scheduler, ServerConfig};
@@ -82,6 +84,9 @@ pub struct Config {
     /// Rate-limit policies by name, which routes name (`rate_limits = [...]`).
     #[serde(default)]
     pub rate_limits: BTreeMap<String, RateLimitConfig>,
+    /// How workers named `oci://…` are pulled.
+    #[serde(default)]
+    pub registry: RegistryConfig,
 }
 
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
@@ -247,6 +252,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
     server::validate(&config.server, file)?;
     runtime::validate(&config.runtime, file)?;
+    registry::validate(&config.registry, file)?;
     for (name, worker) in &config.workers {
         worker::validate(name, worker, config, file)?;
     }
@@ -551,6 +557,27 @@ mod tests {
             "workers.w.limits.cpu"
         );
         assert_eq!(key("[server]\nmax_header_bytes = 100\n".into()), "server.max_header_bytes");
+    }
+
+    #[test]
+    fn registry_references_and_settings_are_checked() {
+        let key = |text: &str| error(text).key.unwrap();
+        let module = |m: &str| format!("[workers.w]\nmodule = {m:?}\n");
+        for bad in ["oci://echo:v1", "oci://127.0.0.1:5000/echo", "oci://"] {
+            let e = error(&module(bad));
+            assert_eq!(e.key.as_deref(), Some("workers.w.module"), "{bad}");
+            assert!(e.to_string().contains("is not a reference"), "{e}");
+        }
+        assert!(load(&module("oci://127.0.0.1:5000/workers/echo:v1")).is_ok());
+        let digest = format!("oci://registry.example/echo@sha256:{}", "a".repeat(64));
+        assert!(load(&module(&digest)).is_ok());
+        assert_eq!(key("[registry]\ntimeout = \"0s\"\n"), "registry.timeout");
+        assert_eq!(key("[registry]\nmax_module = 0\n"), "registry.max_module");
+        assert_eq!(key("[registry]\ninsecure = [\"http://r:5000\"]\n"), "registry.insecure[0]");
+        assert_eq!(key("[registry]\npassword = \"x\"\n"), "registry.password");
+        let registry = load("[registry]\ninsecure = [\"r.internal:5000\"]\n").unwrap().registry;
+        assert_eq!(registry.insecure, ["r.internal:5000"]);
+        assert_eq!(registry.max_module, ByteSize(64 << 20));
     }
 
     #[test]

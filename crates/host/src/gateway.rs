@@ -123,14 +123,25 @@ impl Gateway {
     }
 
     /// The files a reload reads: the configuration file (if there is one) and every worker's
-    /// module file (`builtin:` modules have none).
+    /// module file (`builtin:` and `oci://` modules have none).
     pub fn files(&self) -> Vec<std::path::PathBuf> {
         let snapshot = self.current.load();
         let loaded = &snapshot.loaded;
         let modules = loaded.config.workers.values().map(|w| w.module.as_str());
-        let modules = modules.filter(|m| !m.starts_with(crate::config::BUILTIN_PREFIX));
+        let named = [crate::config::BUILTIN_PREFIX, crate::registry::SCHEME];
+        let modules = modules.filter(|m| !named.iter().any(|prefix| m.starts_with(prefix)));
         let modules = modules.map(|m| loaded.resolve(m.as_ref()));
         loaded.path.clone().into_iter().chain(modules).collect()
+    }
+
+    /// The manifest digest (`sha256:…`) each `oci://` module of the configuration serving
+    /// resolved to, by reference.
+    pub fn resolved(&self) -> std::collections::BTreeMap<String, String> {
+        let pulled = &self.current.load().pulled;
+        pulled
+            .iter()
+            .map(|(reference, manifest)| (reference.clone(), manifest.to_string()))
+            .collect()
     }
 
     /// The generation serving: 1 at start, one more for each reload that took effect.

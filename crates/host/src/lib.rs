@@ -20,6 +20,7 @@
 
 #![deny(missing_docs)]
 
+mod atomic;
 mod capability;
 pub mod config;
 pub mod demo;

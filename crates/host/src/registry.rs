@@ -3,13 +3,22 @@
 //! the Wasm artifact layout `wkg oci push` and wasmCloud use: one `application/wasm` layer and a
 //! config of type `application/vnd.wasm.config.v0+json`.
 //!
-//! Plain HTTP is used only for a registry on loopback, or when the caller says `insecure`.
+//! Plain HTTP is used only for a registry on loopback, or one the caller calls `insecure`.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+
+mod pull;
+mod push;
+mod store;
+
+pub use pull::{Module, Pull, Pulled, Resolution};
+pub use push::{Pushed, push};
+pub use store::{Digest, Store};
 
 /// The scheme of a worker's `module` that names a registry artifact.
 pub const SCHEME: &str = "oci://";
@@ -45,16 +54,63 @@ pub enum RegistryError {
         #[source]
         source: oci_client::errors::OciDistributionError,
     },
+    /// The registry took longer than `[registry] timeout`.
+    #[error("{registry}: no answer within {}", humantime::format_duration(*.after))]
+    Timeout {
+        /// The registry, `host[:port]`.
+        registry: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The artifact is not a worker: not exactly one `application/wasm` layer.
+    #[error("not a Wasm artifact: {0}")]
+    NotAWorker(String),
+    /// The layer is larger than `[registry] max_module`.
+    #[error("the module is {size} bytes, more than registry.max_module ({max})")]
+    TooLarge {
+        /// Its size, as the manifest or the download says.
+        size: u64,
+        /// The limit.
+        max: edgegate_runtime::ByteSize,
+    },
+    /// The bytes received are not the ones the manifest names.
+    #[error("the module's sha256 is {actual}, not the manifest's {expected}: refused")]
+    Tampered {
+        /// The manifest's layer digest.
+        expected: String,
+        /// The bytes'.
+        actual: String,
+    },
+    /// The registry is out of reach and no earlier resolution of the reference is stored.
+    #[error("{0}; and no earlier pull of it is stored")]
+    Unreachable(Box<RegistryError>),
+    /// The on-disk store of pulled modules failed.
+    #[error("the store of pulled modules, {}", path.display())]
+    Store {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// What a push made: the manifest's digest (what a tag resolves to) and the layer's (the
-/// module's own sha256).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pushed {
-    /// `sha256:…` of the manifest.
-    pub manifest: String,
-    /// `sha256:…` of the module.
-    pub layer: String,
+impl RegistryError {
+    /// Whether the registry could not be reached or failed on its side (connection refused,
+    /// a timeout, a 5xx), as opposed to an answer that refuses the reference: only then may
+    /// a start fall back on what was stored.
+    fn is_unreachable(&self) -> bool {
+        use oci_client::errors::OciDistributionError as E;
+        match self {
+            Self::Timeout { .. } => true,
+            Self::Registry { source: E::RequestError(e), .. } => {
+                // No connection, no answer in time, or one cut off.
+                e.is_connect() || e.is_timeout() || e.is_body()
+            }
+            Self::Registry { source: E::ServerError { code, .. }, .. } => *code >= 500,
+            _ => false,
+        }
+    }
 }
 
 /// Parses `oci://HOST[:PORT]/REPO:TAG` or `…@sha256:DIGEST`.
@@ -78,7 +134,7 @@ pub fn parse(text: &str) -> Result<Reference, RegistryError> {
 }
 
 /// A client for `reference`'s registry: HTTPS, or plain HTTP for loopback or when `insecure`.
-fn client(reference: &Reference, insecure: bool) -> Client {
+fn client(reference: &Reference, insecure: bool, timeout: Option<Duration>) -> Client {
     // reqwest's rustls takes the process's provider: ring, the one edgegate uses (installing
     // it again is refused, harmlessly).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -88,8 +144,16 @@ fn client(reference: &Reference, insecure: bool) -> Client {
     } else {
         ClientProtocol::Https
     };
-    Client::new(ClientConfig { protocol, ..Default::default() })
+    Client::new(ClientConfig {
+        protocol,
+        connect_timeout: timeout.map(|t| t.min(CONNECT_TIMEOUT)),
+        read_timeout: timeout,
+        ..Default::default()
+    })
 }
+
+/// The longest a connection to a registry may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Whether `registry` (`host[:port]`) is this machine.
 fn is_loopback(registry: &str) -> bool {
@@ -140,33 +204,6 @@ fn docker_auth(text: &str, registry: &str) -> Result<RegistryAuth, String> {
         .split_once(':')
         .ok_or_else(|| format!("auths.{registry}.auth is not user:password"))?;
     Ok(RegistryAuth::Basic(user.to_owned(), password.to_owned()))
-}
-
-/// Publishes `wasm` (a module or a component) as `reference`.
-pub async fn push(wasm: Vec<u8>, reference: &str, insecure: bool) -> Result<Pushed, RegistryError> {
-    let reference = parse(reference)?;
-    let registry = reference.resolve_registry().to_owned();
-    if !wasm.starts_with(b"\0asm") {
-        return Err(RegistryError::NotWasm);
-    }
-    let layer_digest = format!("sha256:{}", edgegate_runtime::module_digest(&wasm));
-    let os = match edgegate_runtime::Abi::of(&wasm) {
-        edgegate_runtime::Abi::HttpComponent => "wasip2",
-        edgegate_runtime::Abi::Core => "wasip1",
-    };
-    let config = serde_json::json!({
-        "architecture": "wasm",
-        "os": os,
-        "layerDigests": [layer_digest],
-    });
-    let config = Config::new(config.to_string().into_bytes(), WASM_CONFIG.to_owned(), None);
-    let layer = ImageLayer::new(wasm, WASM_LAYER.to_owned(), None);
-    let auth = credentials(&registry)?;
-    let failed = |source| RegistryError::Registry { registry: registry.clone(), source };
-    let client = client(&reference, insecure);
-    let pushed = client.push(&reference, &[layer], config, &auth, None).await.map_err(failed)?;
-    let manifest = pushed.manifest_url.rsplit('/').next().unwrap_or_default().to_owned();
-    Ok(Pushed { manifest, layer: layer_digest })
 }
 
 #[cfg(test)]

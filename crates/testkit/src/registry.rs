@@ -23,19 +23,34 @@ impl Registry {
     /// Starts a registry on a free port; `None` (announced on stderr) when `docker-registry`
     /// is not installed and not required. `test` names the caller in the notice.
     pub fn start(test: &str) -> Option<Self> {
+        Self::start_as(test, None)
+    }
+
+    /// [`Registry::start`], with every request needing `user`'s `password` (HTTP basic, as
+    /// `htpasswd` authentication checks it).
+    pub fn start_with_auth(test: &str, user: &str, password: &str) -> Option<Self> {
+        Self::start_as(test, Some((user, password)))
+    }
+
+    fn start_as(test: &str, auth: Option<(&str, &str)>) -> Option<Self> {
         let port = crate::free_port();
         let storage = tempfile::tempdir().expect("a storage directory");
         let config = storage.path().join("config.yml");
         let data = storage.path().join("data");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
-                 http:\n  addr: 127.0.0.1:{port}\n",
-                data.display()
-            ),
-        )
-        .expect("writing the registry's configuration");
+        let mut text = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
+             http:\n  addr: 127.0.0.1:{port}\n",
+            data.display()
+        );
+        if let Some((user, password)) = auth {
+            let file = storage.path().join("htpasswd");
+            let hash = bcrypt::hash(password, 4).expect("a bcrypt hash");
+            std::fs::write(&file, format!("{user}:{hash}\n")).expect("writing htpasswd");
+            let realm = "edgegate-tests";
+            text +=
+                &format!("auth:\n  htpasswd:\n    realm: {realm}\n    path: {}\n", file.display());
+        }
+        std::fs::write(&config, text).expect("writing the registry's configuration");
         let required = crate::required("EDGEGATE_REQUIRE_REGISTRY");
         let child = match Command::new("docker-registry")
             .arg("serve")
@@ -80,6 +95,12 @@ impl Registry {
             .join("data")
     }
 
+    /// Stops it (the port is closed until something else takes it): a registry down.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Its storage directory.
     pub fn storage(&self) -> &Path {
         self.storage.path()
@@ -102,8 +123,9 @@ impl Registry {
     }
 
     fn answers(&self) -> bool {
+        // 401 from one that wants credentials.
         TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).is_ok()
-            && self.get("/v2/", "*/*").0 == 200
+            && matches!(self.get("/v2/", "*/*").0, 200 | 401)
     }
 }
 

@@ -44,7 +44,7 @@ impl Default for DeployConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Deployed {
-    /// The worker: its module (a file in the directory, or `builtin:NAME`), limits and
+    /// The worker: its module (a file in the directory, `builtin:NAME` or `oci://…`), limits and
     /// grants, as a `[workers.NAME]` table has them.
     pub worker: WorkerConfig,
     /// Its routes. Each serves this worker: `worker` may be left out, and no other target is
@@ -145,7 +145,8 @@ pub(super) fn merge(
             return at("worker", format!("a worker named `{name}` is in the configuration file"));
         }
         let mut table = worker.worker.clone();
-        if !table.module.starts_with(super::BUILTIN_PREFIX) {
+        let named = [super::BUILTIN_PREFIX, crate::registry::SCHEME];
+        if !named.iter().any(|prefix| table.module.starts_with(prefix)) {
             table.module = dir.join(&table.module).display().to_string();
         }
         if table.limits.guest.memory > limits.max_memory.bytes() {

@@ -13,8 +13,9 @@ use super::{Config, ConfigError, ImageConfig, JwtConfig};
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerConfig {
-    /// A `.wasm` file (relative to this file), or `builtin:NAME` for a worker bundled in the
-    /// binary.
+    /// A `.wasm` file (relative to this file), `builtin:NAME` for a worker bundled in the
+    /// binary, or `oci://HOST[:PORT]/REPO:TAG` (or `…@sha256:DIGEST`) for one pulled from a
+    /// registry.
     pub module: String,
     /// Per-request limits.
     #[serde(default)]
@@ -196,7 +197,14 @@ pub(super) fn validate(
         }
     }
     if worker.module.trim().is_empty() {
-        return at(format!("workers.{name}.module"), "must name a .wasm file or builtin:NAME");
+        return at(
+            format!("workers.{name}.module"),
+            "must name a .wasm file, builtin:NAME or oci://HOST/REPO:TAG",
+        );
+    }
+    if worker.module.starts_with(crate::registry::SCHEME) {
+        crate::registry::parse(&worker.module)
+            .map_err(|e| ConfigError::caused(file, format!("workers.{name}.module"), e))?;
     }
     for (i, upstream) in worker.upstreams.iter().enumerate() {
         if !config.upstreams.contains_key(upstream) {

@@ -27,6 +27,7 @@ use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, 
 use crate::forward::pool::{Pool, PoolSettings};
 use crate::forward::upstream::Upstream;
 use crate::observe::metrics::RouteMetrics;
+use crate::registry::{Digest, Module, Pull, Pulled, Resolution, Store};
 use crate::route::claims::ClaimSource;
 use crate::route::identity::Identity;
 use crate::route::rate_limit::{Policy, RouteLimit};
@@ -68,7 +69,7 @@ impl Gateway {
     ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let token = crate::config::token::Token::from_env()?;
-        let cache = if config.runtime.cache { open_cache(loaded) } else { None };
+        let cache = open_cache(loaded);
         let runtime = Runtime::new(runtime_config(config), cache)
             .map_err(|e| ConfigError::caused(&loaded.file, "runtime", e))?;
         let opened = crate::capability::kv::open(loaded, kv_mode).await?;
@@ -87,6 +88,7 @@ impl Gateway {
             previous: None,
             sessions: sessions.as_ref(),
             deploying: None,
+            registry_fallback: kv_mode == KvMode::Serve,
         };
         let snapshot = steps.snapshot(kv, 1).await?;
         snapshot.publish(None);
@@ -121,6 +123,9 @@ pub(super) struct Steps<'a> {
     /// On a deploy, the worker it changes: the others are carried over from `previous`
     /// without looking at their modules again ([`Runtime::carry`]).
     pub(super) deploying: Option<&'a str>,
+    /// Whether an `oci://` module whose registry is out of reach may be served as it last
+    /// resolved (at start-up; a reload or a check fails instead).
+    pub(super) registry_fallback: bool,
 }
 
 impl Steps<'_> {
@@ -135,7 +140,9 @@ impl Steps<'_> {
         let tls = self.load_certificates()?;
         let upstreams = self.open_upstreams(&mut background).await?;
         let fetch_pool = self.fetch_pool()?;
-        let workers = self.load_workers(&kv, &upstreams, &fetch_pool, &mut background).await?;
+        let pulled = self.pull_modules().await?;
+        let workers =
+            self.load_workers(&kv, &upstreams, &fetch_pool, &pulled, &mut background).await?;
         let shares = self.shares();
         let route_keys = self.load_route_keys(&mut background).await?;
         let rate_limits = self.rate_limits()?;
@@ -157,6 +164,7 @@ impl Steps<'_> {
                 })
                 .collect(),
             workers: workers.into_iter().map(|(name, (worker, _))| (name, worker)).collect(),
+            pulled: self.manifests(&pulled),
             shares,
             rate_limits,
             trusted_proxies: crate::route::rate_key::TrustedProxies::new(
@@ -212,6 +220,84 @@ impl Steps<'_> {
             .map_err(|e| ConfigError::caused(&loaded.file, "fetch.ca_file", e))
     }
 
+    /// Each `oci://` module resolved to a digest and pulled ([`Pull`]), several at a time. On
+    /// a deploy, only the deployed worker's: the others are carried over as they are.
+    async fn pull_modules(&self) -> Result<BTreeMap<String, Pulled>, ConfigError> {
+        let loaded = self.loaded;
+        let mut wanted = BTreeMap::new();
+        for (name, worker) in &loaded.config.workers {
+            let carried = self.previous.is_some() && self.deploying.is_some_and(|d| d != name);
+            if worker.module.starts_with(crate::registry::SCHEME) && !carried {
+                wanted.entry(worker.module.clone()).or_insert_with(|| name.clone());
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let store = cache_dir(loaded).and_then(|dir| {
+            Store::open(&dir)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "pulled modules are held in memory only, and a restart needs the registry: {}",
+                        crate::error::error_chain(e)
+                    )
+                })
+                .ok()
+        });
+        let settings = &loaded.config.registry;
+        let pull = Arc::new(Pull {
+            insecure: settings.insecure.clone(),
+            timeout: settings.timeout,
+            max_module: settings.max_module,
+            store,
+            fallback: self.registry_fallback,
+        });
+        let permits = Arc::new(Semaphore::new(PULL_CONCURRENCY));
+        let mut pulls = tokio::task::JoinSet::new();
+        for (reference, name) in wanted {
+            let (pull, permits) = (pull.clone(), permits.clone());
+            pulls.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let pulled = pull.resolve(&reference).await;
+                (reference, name, pulled)
+            });
+        }
+        let mut pulled = BTreeMap::new();
+        let mut failed = Vec::new();
+        while let Some(done) = pulls.join_next().await {
+            let Ok((reference, name, result)) = done else { continue };
+            match result {
+                Ok(module) => {
+                    log_resolution(&reference, &module);
+                    pulled.insert(reference, module);
+                }
+                Err(error) => failed.push(ConfigError::caused(
+                    &loaded.file,
+                    format!("workers.{name}.module"),
+                    error,
+                )),
+            }
+        }
+        if !failed.is_empty() {
+            return Err(ConfigError::all(&loaded.file, failed));
+        }
+        Ok(pulled)
+    }
+
+    /// The manifest each `oci://` module resolved to: pulled now, or carried over on a deploy.
+    fn manifests(&self, pulled: &BTreeMap<String, Pulled>) -> BTreeMap<String, Digest> {
+        let modules = self.loaded.config.workers.values().map(|w| &w.module);
+        modules
+            .filter_map(|module| {
+                let manifest = match pulled.get(module) {
+                    Some(pulled) => pulled.manifest.clone(),
+                    None => self.previous?.pulled.get(module)?.clone(),
+                };
+                Some((module.clone(), manifest))
+            })
+            .collect()
+    }
+
     /// Every worker, with its keys, KV namespaces, fetcher and image grant, checked
     /// ([`Runtime::prepare`]: a module the previous snapshot serves from the same unchanged
     /// file is not read again, one the module cache records as checked is not compiled, any
@@ -222,6 +308,7 @@ impl Steps<'_> {
         kv: &Kv,
         upstreams: &HashMap<String, Arc<Upstream>>,
         fetch_pool: &Pool,
+        pulled: &BTreeMap<String, Pulled>,
         background: &mut Background,
     ) -> Result<BTreeMap<String, (Worker, Arc<[String]>)>, ConfigError> {
         let loaded = self.loaded;
@@ -233,7 +320,7 @@ impl Steps<'_> {
             let key = format!("workers.{name}.module");
             let previous = self.previous.and_then(|p| p.workers.get(name));
             let loading = async {
-                let source = module_source(loaded, &worker.module, self.builtins)
+                let source = module_source(loaded, &worker.module, self.builtins, pulled, previous)
                     .map_err(|e| ConfigError::caused(&loaded.file, &key, e))?;
                 let keys = match &worker.jwt {
                     Some(jwt) => {
@@ -501,11 +588,20 @@ fn fetcher(
     Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone(), counts }))
 }
 
+/// The module cache's directory, if `[runtime] cache` is on: pulled modules are kept in its
+/// `oci/`.
+fn cache_dir(loaded: &Loaded) -> Option<std::path::PathBuf> {
+    if !loaded.config.runtime.cache {
+        return None;
+    }
+    match &loaded.config.runtime.cache_dir {
+        Some(dir) => Some(loaded.resolve(dir)),
+        None => ModuleCache::default_dir(),
+    }
+}
+
 fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
-    let dir = match &loaded.config.runtime.cache_dir {
-        Some(dir) => loaded.resolve(dir),
-        None => ModuleCache::default_dir()?,
-    };
+    let dir = cache_dir(loaded)?;
     let runtime = &loaded.config.runtime;
     let pruning =
         Pruning { max_age: runtime.cache_max_age, max_size: runtime.cache_max_size.bytes() };
@@ -515,6 +611,30 @@ fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
             tracing::warn!(dir = %dir.display(), "module cache unavailable, compiling every start: {e}");
             None
         }
+    }
+}
+
+/// How many references are resolved at once.
+const PULL_CONCURRENCY: usize = 16;
+
+/// One line per reference: `info` for a module pulled now, `debug` for one already stored,
+/// `warn` for one served as it last resolved because its registry is out of reach.
+fn log_resolution(reference: &str, pulled: &Pulled) {
+    let (manifest, module) = (&pulled.manifest, &pulled.layer);
+    match &pulled.resolution {
+        Resolution::Pulled => {
+            tracing::info!(reference, %manifest, %module, "module pulled from the registry")
+        }
+        Resolution::Stored => {
+            tracing::debug!(reference, %manifest, %module, "reference resolved; module stored")
+        }
+        Resolution::Fallback(error) => tracing::warn!(
+            reference,
+            %manifest,
+            %module,
+            "registry out of reach: serving the digest this reference last resolved to, from the store: {}",
+            crate::error::error_chain(error)
+        ),
     }
 }
 
@@ -531,6 +651,9 @@ enum ModuleError {
         #[source]
         source: std::io::Error,
     },
+    /// An `oci://` module that was not resolved (a failure of the steps above).
+    #[error("not pulled")]
+    NotPulled,
     /// The runtime refused the module.
     #[error("cannot load `{module}`")]
     Load {
@@ -545,9 +668,28 @@ enum ModuleError {
 #[error("starting the demo origin")]
 struct DemoOrigin(#[source] std::io::Error);
 
-/// Where a worker's module comes from: a built-in's bytes, or a file beside the
-/// configuration (read by [`Runtime::prepare`]).
-fn module_source(loaded: &Loaded, module: &str, builtins: Builtins) -> Result<Source, ModuleError> {
+/// Where a worker's module comes from: a built-in's bytes, a pulled module (or, on a deploy
+/// of another worker, the one `previous` serves), or a file beside the configuration (read by
+/// [`Runtime::prepare`]).
+fn module_source(
+    loaded: &Loaded,
+    module: &str,
+    builtins: Builtins,
+    pulled: &BTreeMap<String, Pulled>,
+    previous: Option<&Worker>,
+) -> Result<Source, ModuleError> {
+    if module.starts_with(crate::registry::SCHEME) {
+        return match (pulled.get(module), previous) {
+            (Some(pulled), _) => Ok(match &pulled.module {
+                Module::Stored(path) => {
+                    Source::Pulled { path: path.clone(), sha256: pulled.layer.bytes() }
+                }
+                Module::Held(bytes) => Source::Bytes(bytes.clone()),
+            }),
+            (None, Some(previous)) => Ok(previous.source().clone()),
+            (None, None) => Err(ModuleError::NotPulled),
+        };
+    }
     if let Some(name) = module.strip_prefix(crate::config::BUILTIN_PREFIX) {
         return builtins
             .iter()

@@ -8,7 +8,6 @@
 //!  (the changed worker is checked; the others are unchanged files) ─▶ write NAME.toml ─▶ swap
 //! ```
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -176,7 +175,9 @@ impl Gateway {
             }
         };
         let written = match &text {
-            Some(text) => write_atomically(&file, text.as_bytes()),
+            // The directory is new on a first deploy that uploads no module.
+            Some(text) => std::fs::create_dir_all(&dir)
+                .and_then(|()| crate::atomic::write(&file, text.as_bytes())),
             None => std::fs::remove_file(&file),
         };
         if let Err(source) = written {
@@ -185,7 +186,8 @@ impl Gateway {
         }
         let done = self.swap_in(previous, next, started, Some(name));
         // The module this worker ran before, if the API uploaded it and it has been replaced.
-        if let Some(old) = was.filter(|m| !m.starts_with(crate::config::BUILTIN_PREFIX))
+        let named = [crate::config::BUILTIN_PREFIX, crate::registry::SCHEME];
+        if let Some(old) = was.filter(|m| !named.iter().any(|prefix| m.starts_with(prefix)))
             && module.as_ref() != Some(&old)
         {
             let _ = std::fs::remove_file(dir.join(old));
@@ -213,14 +215,15 @@ fn deployed(
             let file = format!("{name}-{}.wasm", &digest[..16]);
             let path = dir.join(&file);
             std::fs::create_dir_all(dir)
-                .and_then(|()| write_atomically(&path, bytes))
+                .and_then(|()| crate::atomic::write(&path, bytes))
                 .map_err(|source| DeployError::Write { path, source })?;
             Some(file)
         }
         None if request.worker.contains_key("module") => None,
         None => {
             return Err(DeployError::BadRequest(
-                "no module: upload one, or name a `builtin:` module in the worker's table".into(),
+                "no module: upload one, or name a `builtin:` or `oci://` module in the worker's table"
+                    .into(),
             ));
         }
     };
@@ -267,12 +270,4 @@ fn count(action: &'static str, result: &Result<Reloaded, DeployError>) {
             tracing::warn!(action, "deploy refused: {}", crate::error::error_chain(error))
         }
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, then renames it into place.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new(".")))?;
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(path).map(drop).map_err(|e| e.error)
 }

@@ -120,6 +120,7 @@ impl Gateway {
             previous: Some(previous),
             sessions: self.sessions.as_ref(),
             deploying,
+            registry_fallback: false,
         };
         Ok(steps.snapshot(previous.kv.clone(), previous.generation + 1).await?)
     }

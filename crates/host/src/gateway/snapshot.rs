@@ -33,6 +33,8 @@ pub(crate) struct Snapshot {
     pub(super) upstreams: HashMap<String, Arc<Upstream>>,
     /// Every loaded worker by name.
     pub(super) workers: BTreeMap<String, Worker>,
+    /// The manifest each `oci://` module resolved to, by reference.
+    pub(super) pulled: BTreeMap<String, crate::registry::Digest>,
     /// The workers' shares of the instance slots, by name: a reload that keeps a worker's
     /// `max_concurrency` keeps its share, and the requests holding it.
     pub(super) shares: HashMap<String, Share>,
