@@ -10,6 +10,7 @@ mod connections;
 mod container;
 mod demo;
 mod deploy;
+mod fleet;
 mod hostile;
 mod image;
 mod kv;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 
 use crate::support::{
-    Gateway, get, http, metric_line, metric_total, post, runtime_section, wait_until,
+    Gateway, get, http, metric_line, metric_total, post, runtime_section, wait_until, wrk,
+    wrk_result,
 };
 
 const TOKEN: &str = "reload-s3cret";
@@ -299,45 +300,7 @@ fn wrk_sees_no_failed_request_across_100_reloads() {
     let v2 = answer();
     assert_ne!(v1, v2);
 
-    let lua = site.path().join("check.lua");
-    let quote = |s: &str| format!("{s:?}");
-    std::fs::write(
-        &lua,
-        format!(
-            r#"wrk.method = "POST"
-wrk.body = {body}
-wrk.headers["Content-Type"] = "application/json"
-bad = 0
-local threads = {{}}
-function setup(thread)
-  table.insert(threads, thread)
-end
-function response(status, headers, body)
-  if not ((status == {s1} and body == {v1}) or (status == {s2} and body == {v2})) then
-    bad = bad + 1
-    if first == nil then first = status .. " " .. body end
-  end
-end
-function done(summary, latency, requests)
-  local total = 0
-  for _, thread in ipairs(threads) do
-    total = total + thread:get("bad")
-  end
-  io.write(string.format("BAD %d\n", total))
-  for _, thread in ipairs(threads) do
-    local first = thread:get("first")
-    if first ~= nil then io.write("FIRST BAD " .. first .. "\n") end
-  end
-end
-"#,
-            body = quote(std::str::from_utf8(BODY).unwrap()),
-            s1 = v1.0,
-            v1 = quote(&v1.1),
-            s2 = v2.0,
-            v2 = quote(&v2.1),
-        ),
-    )
-    .unwrap();
+    let lua = crate::support::two_answers_lua(site.path(), BODY, &v1, &v2);
     // Each wrk thread has its own Lua state: `done` adds up the threads' counts.
     let wrk = wrk(&["-t1", "-c8", "-d20s", "-s", lua.to_str().unwrap()], gw.addr, "/w");
     wait_until("wrk's load arrives", || metric_total(&gw, "edgegate_requests_total") > 0);
@@ -425,33 +388,6 @@ fn h2load_installed() -> bool {
         eprintln!("!!! SKIPPED: reloads under h2load: {why}");
     }
     installed
-}
-
-/// wrk on `path`, running in the background.
-fn wrk(
-    args: &[&str],
-    addr: std::net::SocketAddr,
-    path: &str,
-) -> std::thread::JoinHandle<std::process::Output> {
-    let wrk =
-        std::process::Command::new("wrk").args(args).arg(format!("http://{addr}{path}")).output();
-    std::thread::spawn(move || wrk.expect("running wrk"))
-}
-
-/// wrk's report, once it has checked that wrk ran more than 1000 requests, with no socket
-/// error (connect, read, write, timeout).
-fn wrk_result(wrk: std::thread::JoinHandle<std::process::Output>) -> String {
-    let out = wrk.join().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "wrk failed: {text}");
-    assert!(!text.contains("Socket errors"), "{text}");
-    let requests: u64 = text
-        .lines()
-        .find_map(|l| l.split_once(" requests in").map(|(n, _)| n.trim().to_owned()))
-        .and_then(|n| n.parse().ok())
-        .expect("wrk's request count");
-    assert!(requests > 1000, "the load ran: {text}");
-    text
 }
 
 /// 100 reloads alternating echo-json and json-transform (ending on json-transform), with an
