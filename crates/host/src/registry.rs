@@ -46,7 +46,7 @@ pub enum RegistryError {
     #[error("not WebAssembly (no `\\0asm` header)")]
     NotWasm,
     /// The registry refused or failed.
-    #[error("{registry}: {source}")]
+    #[error("{registry}")]
     Registry {
         /// The registry, `host[:port]`.
         registry: String,
