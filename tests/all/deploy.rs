@@ -113,4 +113,10 @@ fn the_mounted_configuration_passes_check_and_the_timings_agree() {
         toml.contains("cache_dir = \"/var/cache/edgegate\"")
             && deployment.contains("mountPath: /var/cache/edgegate")
     );
+    // Registry credentials: $DOCKER_CONFIG/config.json, where the pull secret is mounted.
+    assert!(
+        deployment.contains("name: DOCKER_CONFIG\n              value: /etc/edgegate-registry\n")
+            && deployment.contains("mountPath: /etc/edgegate-registry\n")
+            && deployment.contains("key: .dockerconfigjson\n                path: config.json\n")
+    );
 }
