@@ -323,3 +323,51 @@ fn credentials_come_from_the_environment_or_a_docker_config_json() {
     let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
     assert!(!refused.status.success() && stderr.contains("unknown field `password`"), "{stderr}");
 }
+
+/// This machine's address on the interface of its default route, if it has one that is not
+/// loopback. Connecting a UDP socket sends nothing; it only picks the source address.
+fn outward_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("10.255.255.255:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// A registry off loopback is spoken to over HTTPS unless `push --insecure` or
+/// `[registry] insecure` names it: a plain-HTTP registry is refused otherwise.
+#[test]
+fn plain_http_only_to_loopback_or_a_registry_listed_insecure() {
+    let Some(ip) = outward_address() else {
+        let why = "this machine has no address besides loopback";
+        assert!(std::env::var("EDGEGATE_REQUIRE_REGISTRY").as_deref() != Ok("1"), "{why}");
+        eprintln!(
+            "\n!!! SKIPPED plain_http_only_to_loopback_or_a_registry_listed_insecure: {why}\n"
+        );
+        return;
+    };
+    let Some(registry) = Registry::start_on("plain_http_only", ip) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("echo.wasm");
+    std::fs::write(&wasm, edgegate_guests::ECHO_JSON).unwrap();
+    let reference = format!("oci://{}/workers/w:v1", registry.host());
+    let refused = push(&wasm, &reference);
+    assert!(!refused.status.success(), "HTTPS to a plain-HTTP registry off loopback fails");
+    let insecure = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["push", wasm.to_str().unwrap(), &reference, "--insecure"])
+        .env("DOCKER_CONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(insecure.status.success(), "{}", String::from_utf8_lossy(&insecure.stderr));
+
+    let config = dir.path().join("edgegate.toml");
+    let serving = serving(&reference, &dir.path().join("cache"));
+    std::fs::write(&config, &serving).unwrap();
+    let refused = check(&config);
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(!refused.status.success() && stderr.contains("workers.w.module"), "{stderr}");
+    assert!(stderr.contains("https://"), "it was asked over HTTPS: {stderr}");
+    let listed = format!("{serving}\n[registry]\ninsecure = [{:?}]\n", registry.host());
+    std::fs::write(&config, listed).unwrap();
+    let checked = check(&config);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+}

@@ -6,7 +6,7 @@
 //! sets) it panics instead.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct Registry {
     child: Child,
-    port: u16,
+    /// Where it listens.
+    addr: SocketAddr,
     storage: tempfile::TempDir,
 }
 
@@ -23,23 +24,28 @@ impl Registry {
     /// Starts a registry on a free port; `None` (announced on stderr) when `docker-registry`
     /// is not installed and not required. `test` names the caller in the notice.
     pub fn start(test: &str) -> Option<Self> {
-        Self::start_as(test, None)
+        Self::start_as(test, Ipv4Addr::LOCALHOST.into(), None)
+    }
+
+    /// [`Registry::start`] on address `ip` instead of loopback.
+    pub fn start_on(test: &str, ip: IpAddr) -> Option<Self> {
+        Self::start_as(test, ip, None)
     }
 
     /// [`Registry::start`], with every request needing `user`'s `password` (HTTP basic, as
     /// `htpasswd` authentication checks it).
     pub fn start_with_auth(test: &str, user: &str, password: &str) -> Option<Self> {
-        Self::start_as(test, Some((user, password)))
+        Self::start_as(test, Ipv4Addr::LOCALHOST.into(), Some((user, password)))
     }
 
-    fn start_as(test: &str, auth: Option<(&str, &str)>) -> Option<Self> {
-        let port = crate::free_port();
+    fn start_as(test: &str, ip: IpAddr, auth: Option<(&str, &str)>) -> Option<Self> {
+        let addr = SocketAddr::new(ip, crate::free_port());
         let storage = tempfile::tempdir().expect("a storage directory");
         let config = storage.path().join("config.yml");
         let data = storage.path().join("data");
         let mut text = format!(
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
-             http:\n  addr: 127.0.0.1:{port}\n",
+             http:\n  addr: {addr}\n",
             data.display()
         );
         if let Some((user, password)) = auth {
@@ -70,7 +76,7 @@ impl Registry {
             }
             Err(e) => panic!("{test}: cannot start docker-registry: {e}"),
         };
-        let registry = Self { child, port, storage };
+        let registry = Self { child, addr, storage };
         let deadline = Instant::now() + Duration::from_secs(10);
         while !registry.answers() {
             assert!(Instant::now() < deadline, "{test}: docker-registry did not answer /v2/");
@@ -79,9 +85,9 @@ impl Registry {
         Some(registry)
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `IP:PORT` (`127.0.0.1:PORT` unless started elsewhere).
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.addr.to_string()
     }
 
     /// Where it keeps its blobs: `…/docker/registry/v2/blobs/sha256/XX/HEX/data`.
@@ -108,7 +114,7 @@ impl Registry {
 
     /// `GET path` with `accept`: the status line's code and the body.
     pub fn get(&self, path: &str, accept: &str) -> (u16, Vec<u8>) {
-        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).expect("connect");
+        let mut stream = TcpStream::connect(self.addr).expect("connect");
         let request = format!(
             "GET {path} HTTP/1.1\r\nhost: {}\r\naccept: {accept}\r\nconnection: close\r\n\r\n",
             self.host()
@@ -124,8 +130,7 @@ impl Registry {
 
     fn answers(&self) -> bool {
         // 401 from one that wants credentials.
-        TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).is_ok()
-            && matches!(self.get("/v2/", "*/*").0, 200 | 401)
+        TcpStream::connect(self.addr).is_ok() && matches!(self.get("/v2/", "*/*").0, 200 | 401)
     }
 }
 
