@@ -48,6 +48,9 @@ use snapshot::{Action, Background, Share, SplitTarget, Target, UpstreamTarget, W
 #[derive(Debug)]
 struct Reloads {
     builtins: Builtins,
+    /// The registry clients `oci://` workers are pulled with, kept from one reload to the
+    /// next.
+    registries: Arc<crate::registry::Clients>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

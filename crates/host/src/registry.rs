@@ -12,10 +12,12 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
+mod clients;
 mod pull;
 mod push;
 mod store;
 
+pub use clients::Clients;
 pub use pull::{Module, Pull, Pulled, Resolution};
 pub use push::{Pushed, push};
 pub use store::{Digest, Store};

@@ -81,10 +81,12 @@ impl Gateway {
             ),
             None => None,
         };
+        let registries = Arc::new(crate::registry::Clients::default());
         let steps = Steps {
             runtime: &runtime,
             loaded,
             builtins,
+            registries: &registries,
             previous: None,
             sessions: sessions.as_ref(),
             deploying: None,
@@ -102,7 +104,7 @@ impl Gateway {
             unrouted: RouteMetrics::unrouted(),
             gauges: Gauges::register(config.server.max_concurrency),
             runtime,
-            reloads: tokio::sync::Mutex::new(super::Reloads { builtins }),
+            reloads: tokio::sync::Mutex::new(super::Reloads { builtins, registries }),
             sessions,
             token,
         })
@@ -115,6 +117,8 @@ pub(super) struct Steps<'a> {
     pub(super) runtime: &'a Runtime,
     pub(super) loaded: &'a Loaded,
     pub(super) builtins: Builtins,
+    /// The registry clients, kept across reloads.
+    pub(super) registries: &'a Arc<crate::registry::Clients>,
     /// The snapshot serving, on a reload: a worker whose module file is unchanged is not read
     /// again.
     pub(super) previous: Option<&'a Snapshot>,
@@ -249,6 +253,7 @@ impl Steps<'_> {
             insecure: settings.insecure.clone(),
             timeout: settings.timeout,
             max_module: settings.max_module,
+            clients: self.registries.clone(),
             store,
             fallback: self.registry_fallback,
         });

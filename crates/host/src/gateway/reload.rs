@@ -117,6 +117,7 @@ impl Gateway {
             runtime: &self.runtime,
             loaded: &loaded,
             builtins: reloads.builtins,
+            registries: &reloads.registries,
             previous: Some(previous),
             sessions: self.sessions.as_ref(),
             deploying,

@@ -21,7 +21,7 @@ use oci_client::Reference;
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
 use super::store::{Digest, Store};
-use super::{RegistryError, WASM_LAYER, client, credentials, parse};
+use super::{RegistryError, WASM_LAYER, credentials, parse};
 
 /// How references are resolved: `[registry]`'s settings, and where modules are kept.
 #[derive(Debug, Clone)]
@@ -32,6 +32,8 @@ pub struct Pull {
     pub timeout: std::time::Duration,
     /// The largest module a pull accepts.
     pub max_module: edgegate_runtime::ByteSize,
+    /// The clients, one per registry.
+    pub clients: std::sync::Arc<super::Clients>,
     /// Where pulled modules are kept; `None` (no module cache): in memory only, and a start
     /// with the registry out of reach fails.
     pub store: Option<Store>,
@@ -103,7 +105,7 @@ impl Pull {
         let registry = reference.resolve_registry().to_owned();
         let auth = credentials(&registry)?;
         let insecure = self.insecure.contains(&registry);
-        let client = client(reference, insecure, Some(self.timeout));
+        let client = self.clients.get(reference, insecure, self.timeout, &auth);
         let failed = |source| RegistryError::Registry { registry: registry.clone(), source };
         let manifest = match reference.digest() {
             Some(digest) => digest.to_owned(),
