@@ -2,11 +2,15 @@
 //!
 //! On a machine with two or more CPUs the lab splits them: the load threads get the first
 //! half (at least one), the server the rest, so neither steals the other's cycles and the
-//! server's CPU time is its own. A server is pinned by spawning it from a thread pinned to its
-//! CPUs (a child inherits its parent thread's affinity, threads it starts later included).
+//! server's CPU time is its own. A server is pinned in the child before it runs (threads it
+//! starts later inherit the affinity).
+//!
+//! Everything the lab starts dies with it: a lab stopped by a signal (SIGTERM, Ctrl-C) would
+//! otherwise leave its servers behind, paused (SIGSTOP) between their turns.
 
 use std::process::{Child, Command};
 
+use rustix::process::Signal;
 use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
 
 /// The CPUs this process may run on.
@@ -24,21 +28,32 @@ pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
     Ok(sched_setaffinity(None, &set)?)
 }
 
-/// Spawns `command` restricted to `cpus` (anywhere when empty).
+/// Spawns `command` restricted to `cpus` (anywhere when empty), and killed (SIGKILL, which
+/// a paused process takes too) when the thread that spawned it ends: the lab's, which ends
+/// with the lab, however it ends.
 fn spawn_on(cpus: &[usize], command: &mut Command) -> std::io::Result<Child> {
-    if cpus.is_empty() {
-        return command.spawn();
+    use std::os::unix::process::CommandExt as _;
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu);
     }
-    // From a scoped thread, so the caller's own affinity is never changed.
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                pin_current_thread(cpus)?;
-                command.spawn()
-            })
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the spawning thread panicked")))
-    })
+    let pin = !cpus.is_empty();
+    let lab = rustix::process::getpid();
+    // SAFETY: only system calls run between fork and exec: no allocation, no lock.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            // The lab may have ended before that line, and then no signal would ever come.
+            if rustix::process::getppid() != Some(lab) {
+                return Err(std::io::Error::other("the lab ended while starting this"));
+            }
+            if pin {
+                sched_setaffinity(None, &set)?;
+            }
+            Ok(())
+        });
+    }
+    command.spawn()
 }
 
 /// The split of CPUs between load and server.
@@ -102,6 +117,34 @@ mod tests {
         assert_eq!((four.load, four.server), (vec![vec![0], vec![1]], vec![2, 3]));
         assert!(!CpuPlan::new(&[0], true).pinned());
         assert!(!CpuPlan::new(&[0, 1], false).pinned());
+    }
+
+    /// What a lab stopped by a signal does to its servers, with a thread standing in for
+    /// the lab: a paused server dies with the thread that started it.
+    #[test]
+    fn a_server_dies_with_the_thread_that_started_it_even_paused() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let plan = CpuPlan::new(&available_cpus().unwrap(), true);
+        let mut child = std::thread::spawn(move || {
+            let child = plan.spawn_server(Command::new("sleep").arg("60")).unwrap();
+            let pid = rustix::process::Pid::from_child(&child);
+            rustix::process::kill_process(pid, Signal::STOP).unwrap();
+            child
+        })
+        .join()
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the server outlived the thread that started it");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(status.signal(), Some(9), "{status}");
     }
 
     #[test]
