@@ -1,6 +1,7 @@
 //! The Kubernetes manifests under `deploy/kubernetes`: every one checked against the Kubernetes
 //! schemas by `kubernetes-validate` (PyPI, installed by `tools/kubernetes-validate/install`),
-//! strictly (an unknown field fails); the kustomization lists exactly the files there; the
+//! strictly (an unknown field fails); the kustomization lists exactly the files there, and
+//! renders (`kubectl kustomize`, installed by `tools/kubectl/install`) to valid resources; the
 //! configuration they mount passes `edgegate check`; and the timings agree with each other.
 
 use std::path::{Path, PathBuf};
@@ -10,18 +11,25 @@ fn manifests() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes")
 }
 
-/// `kubernetes-validate`, or `None` (said loudly) when it is not installed; with
-/// EDGEGATE_REQUIRE_KUBERNETES_VALIDATE=1 (as in CI) that is a failure.
+/// `kubernetes-validate`, or `None`: see [`installed`].
 fn validator() -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tools/kubernetes-validate/venv/bin/kubernetes-validate");
+    installed(
+        "kubernetes-validate",
+        "tools/kubernetes-validate/venv/bin/kubernetes-validate",
+        "EDGEGATE_REQUIRE_KUBERNETES_VALIDATE",
+    )
+}
+
+/// `tool`, installed by `tools/…/install` at `path` under the checkout, or `None` (said
+/// loudly) when it is not; with `required` set to 1 (as in CI) that is a failure.
+fn installed(tool: &str, path: &str, required: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     if path.is_file() {
         return Some(path);
     }
-    let why = "kubernetes-validate is not installed (tools/kubernetes-validate/install)";
-    let required = std::env::var("EDGEGATE_REQUIRE_KUBERNETES_VALIDATE");
-    assert!(required.as_deref() != Ok("1"), "{why}");
-    eprintln!("!!! SKIPPED: the Kubernetes manifests are not validated: {why}");
+    let why = format!("{tool} is not installed (tools/{tool}/install)");
+    assert!(std::env::var(required).as_deref() != Ok("1"), "{why}");
+    eprintln!("!!! SKIPPED: the Kubernetes manifests are not checked with {tool}: {why}");
     None
 }
 
@@ -68,6 +76,42 @@ fn every_manifest_is_valid_kubernetes_and_the_kustomization_lists_them_all() {
     let text = std::fs::read_to_string(manifests().join("deployment.yaml")).unwrap();
     std::fs::write(&bad, text.replace("readinessProbe:", "readinesProbe:")).unwrap();
     assert!(!validate(&validator, &[bad]).status.success());
+}
+
+/// What `kubectl apply -k deploy/kubernetes` would apply: rendered by kubectl's own
+/// kustomize, valid, with the ConfigMap under its fixed name holding `edgegate.toml` as it is,
+/// the image set, and the label on every resource.
+#[test]
+fn the_kustomization_renders_to_valid_resources() {
+    let Some(kubectl) =
+        installed("kubectl", "tools/kubectl/bin/kubectl", "EDGEGATE_REQUIRE_KUBECTL")
+    else {
+        return;
+    };
+    let out = Command::new(kubectl).arg("kustomize").arg(manifests()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let documents: Vec<&str> = rendered.split("\n---\n").collect();
+    // The listed resources (redis.yaml holds two) and the generated ConfigMap.
+    assert_eq!(documents.len(), resources().len() + 2, "{rendered}");
+    for document in &documents {
+        assert!(document.contains("app.kubernetes.io/part-of: edgegate"), "{document}");
+    }
+    assert!(rendered.contains("image: localhost/edgegate:latest\n"), "{rendered}");
+    let config = documents.iter().find(|d| d.contains("kind: ConfigMap")).expect("a ConfigMap");
+    assert!(config.lines().any(|l| l == "  name: edgegate-config"), "no hash suffix: {config}");
+    let toml = std::fs::read_to_string(manifests().join("edgegate.toml")).unwrap();
+    let indented: String =
+        toml.lines().map(|l| format!("    {l}\n").replace("    \n", "\n")).collect();
+    assert!(config.contains(&indented), "edgegate.toml, whole: {config}");
+    let Some(validator) = validator() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rendered.yaml");
+    std::fs::write(&file, &rendered).unwrap();
+    let out = validate(&validator, &[file]);
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.contains("passed for resource configmap/"), "{said}");
 }
 
 #[test]
