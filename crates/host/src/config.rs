@@ -92,6 +92,12 @@ pub struct Config {
 /// The prefix of a module that is bundled into the binary: `builtin:echo-json`.
 pub(crate) const BUILTIN_PREFIX: &str = "builtin:";
 
+/// Whether a worker's `module` names a file, not a worker built into the binary (`builtin:`)
+/// or one in a registry (`oci://`).
+pub(crate) fn names_a_file(module: &str) -> bool {
+    ![BUILTIN_PREFIX, crate::registry::SCHEME].iter().any(|prefix| module.starts_with(prefix))
+}
+
 fn optional_duration<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Duration>, D::Error> {

@@ -131,8 +131,7 @@ impl Gateway {
         let snapshot = self.current.load();
         let loaded = &snapshot.loaded;
         let modules = loaded.config.workers.values().map(|w| w.module.as_str());
-        let named = [crate::config::BUILTIN_PREFIX, crate::registry::SCHEME];
-        let modules = modules.filter(|m| !named.iter().any(|prefix| m.starts_with(prefix)));
+        let modules = modules.filter(|m| crate::config::names_a_file(m));
         let modules = modules.map(|m| loaded.resolve(m.as_ref()));
         loaded.path.clone().into_iter().chain(modules).collect()
     }

@@ -145,8 +145,7 @@ pub(super) fn merge(
             return at("worker", format!("a worker named `{name}` is in the configuration file"));
         }
         let mut table = worker.worker.clone();
-        let named = [super::BUILTIN_PREFIX, crate::registry::SCHEME];
-        if !named.iter().any(|prefix| table.module.starts_with(prefix)) {
+        if super::names_a_file(&table.module) {
             table.module = dir.join(&table.module).display().to_string();
         }
         if table.limits.guest.memory > limits.max_memory.bytes() {

@@ -186,8 +186,7 @@ impl Gateway {
         }
         let done = self.swap_in(previous, next, started, Some(name));
         // The module this worker ran before, if the API uploaded it and it has been replaced.
-        let named = [crate::config::BUILTIN_PREFIX, crate::registry::SCHEME];
-        if let Some(old) = was.filter(|m| !named.iter().any(|prefix| m.starts_with(prefix)))
+        if let Some(old) = was.filter(|m| crate::config::names_a_file(m))
             && module.as_ref() != Some(&old)
         {
             let _ = std::fs::remove_file(dir.join(old));
