@@ -32,14 +32,12 @@ impl CheckCommand {
         let resolved = gateway.resolved();
         for (name, worker) in gateway.workers() {
             let module = &loaded.config.workers[&name].module;
+            let info = worker.module_info();
             // A registry reference: the manifest it resolved to, and the module's whole digest.
             let module = match resolved.get(module) {
-                Some(manifest) => {
-                    format!("{module} = {manifest}, module sha256:{}", worker.module_info().digest)
-                }
+                Some(manifest) => format!("{module} = {manifest}, module sha256:{}", info.digest),
                 None => module.clone(),
             };
-            let info = worker.module_info();
             let how = match worker.checked() {
                 Checked::Loaded(CacheOutcome::Precompiled) => "precompiled",
                 Checked::Loaded(CacheOutcome::Hit) => "compiled, from the cache",

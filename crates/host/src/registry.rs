@@ -18,7 +18,7 @@ mod push;
 mod store;
 
 pub use clients::Clients;
-pub use pull::{Module, Pull, Pulled, Resolution};
+pub use pull::{Pull, Pulled, Resolution};
 pub use push::{Pushed, push};
 pub use store::{Digest, Store};
 

@@ -27,7 +27,7 @@ use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, 
 use crate::forward::pool::{Pool, PoolSettings};
 use crate::forward::upstream::Upstream;
 use crate::observe::metrics::RouteMetrics;
-use crate::registry::{Digest, Module, Pull, Pulled, Resolution, Store};
+use crate::registry::{Digest, Pull, Pulled, Resolution, Store};
 use crate::route::claims::ClaimSource;
 use crate::route::identity::Identity;
 use crate::route::rate_limit::{Policy, RouteLimit};
@@ -685,12 +685,7 @@ fn module_source(
 ) -> Result<Source, ModuleError> {
     if module.starts_with(crate::registry::SCHEME) {
         return match (pulled.get(module), previous) {
-            (Some(pulled), _) => Ok(match &pulled.module {
-                Module::Stored(path) => {
-                    Source::Pulled { path: path.clone(), sha256: pulled.layer.bytes() }
-                }
-                Module::Held(bytes) => Source::Bytes(bytes.clone()),
-            }),
+            (Some(pulled), _) => Ok(pulled.module.clone()),
             (None, Some(previous)) => Ok(previous.source().clone()),
             (None, None) => Err(ModuleError::NotPulled),
         };

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use edgegate_runtime::Source;
 use oci_client::Reference;
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
@@ -49,19 +49,11 @@ pub struct Pulled {
     pub manifest: Digest,
     /// The module's digest (the layer's).
     pub layer: Digest,
-    /// The module: its file in the store, or its bytes.
-    pub module: Module,
+    /// The module, for the runtime: its file in the store (checked against `layer` at every
+    /// read), or its bytes (without a store).
+    pub module: Source,
     /// How it was found.
     pub resolution: Resolution,
-}
-
-/// Where a pulled module is.
-#[derive(Debug, Clone)]
-pub enum Module {
-    /// In the store.
-    Stored(PathBuf),
-    /// In memory (no store).
-    Held(Bytes),
 }
 
 /// How a reference was resolved.
@@ -87,10 +79,10 @@ impl Pull {
         match online {
             Err(error) if self.fallback && error.is_unreachable() => {
                 match self.offline(text, &reference) {
-                    Some((manifest, layer, path)) => Ok(Pulled {
+                    Some((manifest, layer, module)) => Ok(Pulled {
                         manifest,
                         layer,
-                        module: Module::Stored(path),
+                        module,
                         resolution: Resolution::Fallback(error),
                     }),
                     None => Err(RegistryError::Unreachable(Box::new(error))),
@@ -114,9 +106,8 @@ impl Pull {
         let manifest = Digest::parse(&manifest).ok_or_else(|| {
             RegistryError::NotAWorker(format!("the manifest's digest `{manifest}` is not sha256"))
         })?;
-        if let Some((layer, path)) = self.stored(&manifest) {
+        if let Some((layer, module)) = self.stored(&manifest) {
             self.record(text, &manifest, None)?;
-            let module = Module::Stored(path);
             return Ok(Pulled { manifest, layer, module, resolution: Resolution::Stored });
         }
         let pinned = reference.clone_with_digest(manifest.to_string());
@@ -150,29 +141,29 @@ impl Pull {
             return Err(RegistryError::NotWasm);
         }
         let module = match &self.store {
-            Some(store) => Module::Stored(store.put_blob(&layer, &out.bytes)?),
-            None => Module::Held(out.bytes.into()),
+            Some(store) => stored(store.put_blob(&layer, &out.bytes)?, &layer),
+            None => Source::Bytes(out.bytes.into()),
         };
         self.record(text, &manifest, Some(&layer))?;
         Ok(Pulled { manifest, layer, module, resolution: Resolution::Pulled })
     }
 
-    /// The module of `manifest`, if the store has it.
-    fn stored(&self, manifest: &Digest) -> Option<(Digest, PathBuf)> {
+    /// The module of `manifest`, and its digest, if the store has it.
+    fn stored(&self, manifest: &Digest) -> Option<(Digest, Source)> {
         let store = self.store.as_ref()?;
         let layer = store.layer_of(manifest)?;
-        let path = store.blob(&layer)?;
-        Some((layer, path))
+        let module = stored(store.blob(&layer)?, &layer);
+        Some((layer, module))
     }
 
     /// What `text` last resolved to, from the store alone.
-    fn offline(&self, text: &str, reference: &Reference) -> Option<(Digest, Digest, PathBuf)> {
+    fn offline(&self, text: &str, reference: &Reference) -> Option<(Digest, Digest, Source)> {
         let manifest = match reference.digest() {
             Some(digest) => Digest::parse(digest)?,
             None => self.store.as_ref()?.resolved(text)?,
         };
-        let (layer, path) = self.stored(&manifest)?;
-        Some((manifest, layer, path))
+        let (layer, module) = self.stored(&manifest)?;
+        Some((manifest, layer, module))
     }
 
     /// Records what `text` resolved to (and, for a new manifest, its module).
@@ -188,6 +179,11 @@ impl Pull {
         }
         store.put_resolved(text, manifest)
     }
+}
+
+/// A stored module, for the runtime to check against `layer` whenever it reads it.
+fn stored(path: PathBuf, layer: &Digest) -> Source {
+    Source::Pulled { path, sha256: layer.bytes() }
 }
 
 /// The manifest's one `application/wasm` layer, and its digest.

@@ -2,7 +2,7 @@
 
 use oci_client::client::{Config, ImageLayer};
 
-use super::{RegistryError, WASM_CONFIG, WASM_LAYER, client, credentials, parse};
+use super::{Digest, RegistryError, WASM_CONFIG, WASM_LAYER, client, credentials, parse};
 
 /// What a push made: the manifest's digest (what a tag resolves to) and the layer's (the
 /// module's own sha256).
@@ -21,7 +21,7 @@ pub async fn push(wasm: Vec<u8>, reference: &str, insecure: bool) -> Result<Push
     if !wasm.starts_with(b"\0asm") {
         return Err(RegistryError::NotWasm);
     }
-    let layer_digest = format!("sha256:{}", edgegate_runtime::module_digest(&wasm));
+    let layer_digest = Digest::of(&wasm).to_string();
     let os = match edgegate_runtime::Abi::of(&wasm) {
         edgegate_runtime::Abi::HttpComponent => "wasip2",
         edgegate_runtime::Abi::Core => "wasip1",

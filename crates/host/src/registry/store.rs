@@ -57,37 +57,36 @@ impl std::fmt::Display for Digest {
     }
 }
 
-/// The store of pulled modules.
+/// The store of pulled modules: its three directories.
 #[derive(Debug, Clone)]
 pub struct Store {
-    /// The module cache's directory.
-    cache: PathBuf,
-    /// Its `oci/`.
-    dir: PathBuf,
+    blobs: PathBuf,
+    manifests: PathBuf,
+    references: PathBuf,
 }
 
 impl Store {
     /// The store of the module cache in `cache`, its directories created (mode 0700) if
     /// missing.
     pub fn open(cache: &Path) -> Result<Self, RegistryError> {
-        let dir = cache.join("oci");
-        for path in [
-            cache.join(edgegate_runtime::PULLED_MODULES),
-            dir.join("manifests/sha256"),
-            dir.join("references"),
-        ] {
+        let store = Self {
+            blobs: cache.join(edgegate_runtime::PULLED_MODULES),
+            manifests: cache.join("oci/manifests/sha256"),
+            references: cache.join("oci/references"),
+        };
+        for path in [&store.blobs, &store.manifests, &store.references] {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(&path)
-                .map_err(|source| RegistryError::Store { path, source })?;
+                .create(path)
+                .map_err(|source| RegistryError::Store { path: path.clone(), source })?;
         }
-        Ok(Self { cache: cache.to_owned(), dir })
+        Ok(store)
     }
 
     /// Where the module whose digest is `layer` is, or would be, stored.
-    pub fn blob_path(&self, layer: &Digest) -> PathBuf {
-        self.cache.join(edgegate_runtime::PULLED_MODULES).join(layer.hex())
+    fn blob_path(&self, layer: &Digest) -> PathBuf {
+        self.blobs.join(layer.hex())
     }
 
     /// The stored module whose digest is `layer`, if there is one.
@@ -105,8 +104,7 @@ impl Store {
 
     /// The module digest the manifest `manifest` names, if it was stored.
     pub(super) fn layer_of(&self, manifest: &Digest) -> Option<Digest> {
-        let text =
-            fs::read_to_string(self.dir.join("manifests/sha256").join(manifest.hex())).ok()?;
+        let text = fs::read_to_string(self.manifests.join(manifest.hex())).ok()?;
         Digest::parse(text.trim())
     }
 
@@ -116,11 +114,10 @@ impl Store {
         manifest: &Digest,
         layer: &Digest,
     ) -> Result<(), RegistryError> {
-        let path = self.dir.join("manifests/sha256").join(manifest.hex());
         if self.layer_of(manifest).as_ref() == Some(layer) {
             return Ok(());
         }
-        write(&path, format!("{layer}\n").as_bytes())
+        write(&self.manifests.join(manifest.hex()), format!("{layer}\n").as_bytes())
     }
 
     /// The manifest `reference` last resolved to, if it was recorded.
@@ -143,7 +140,7 @@ impl Store {
     }
 
     fn reference_path(&self, reference: &str) -> PathBuf {
-        self.dir.join("references").join(Digest::of(reference.as_bytes()).hex())
+        self.references.join(Digest::of(reference.as_bytes()).hex())
     }
 }
 
