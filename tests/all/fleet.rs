@@ -9,7 +9,7 @@ use edgegate_testkit::registry::Registry;
 
 use crate::registry::publish;
 use crate::support::{
-    Gateway, get, http, metric_line, metric_total, post, two_answers_lua, wait_until, wrk,
+    Gateway, get, http, metric_line, metric_total, post, reload, two_answers_lua, wait_until, wrk,
     wrk_result,
 };
 
@@ -115,8 +115,7 @@ fn a_fleet_rolls_a_new_worker_version_under_load_and_shares_its_kv() {
     publish(dir.path(), edgegate_guests::JSON_TRANSFORM, &api);
     for gw in &fleet {
         std::thread::sleep(std::time::Duration::from_secs(1));
-        let auth = format!("Bearer {TOKEN}");
-        let reloaded = http(gw.admin, "POST", "/reload", &[("Authorization", &auth)], b"");
+        let reloaded = reload(gw, Some(TOKEN));
         assert_eq!(reloaded.status, 200, "{}", reloaded.text());
         assert_eq!(reloaded.json()["changed"], serde_json::json!(["api"]), "only the new tag");
     }

@@ -75,7 +75,7 @@ fn a_worker_past_its_share_of_the_slots_gets_503_and_the_others_are_served() {
     let echo = crate::support::post(gw.addr, "/echo", b"[1, 2]");
     assert_eq!((echo.status, echo.text().as_str()), (200, "[1,2]"), "another worker is served");
     // A reload that keeps the share keeps the request holding it.
-    assert_eq!(http(gw.admin, "POST", "/reload", &[], b"").status, 200);
+    assert_eq!(crate::support::reload(&gw, None).status, 200);
     assert_eq!(get(gw.addr, "/h/ok").status, 503, "the share outlived the reload");
     assert_eq!(busy.join().unwrap(), 200);
     assert_eq!(get(gw.addr, "/h/ok").status, 200, "its place is free again");

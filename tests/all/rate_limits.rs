@@ -205,7 +205,7 @@ fn a_reload_keeps_an_unchanged_policy_s_counts_and_resets_a_changed_one() {
 }
 
 fn reload(gw: &Gateway) {
-    let reply = http(gw.admin, "POST", "/reload", &[], b"");
+    let reply = crate::support::reload(gw, None);
     assert_eq!(reply.status, 200, "{}", reply.text());
 }
 

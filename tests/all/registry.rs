@@ -7,18 +7,23 @@ use std::process::{Command, Output};
 
 use edgegate_testkit::registry::Registry;
 
-use crate::support::{Gateway, http, metric_line, post};
+use crate::support::{Gateway, metric_line, post, reload};
 
-fn push(path: &std::path::Path, reference: &str) -> Output {
+/// `edgegate ARGS` with no registry credentials but those in `env`: none in the environment,
+/// and no docker `config.json`.
+fn edgegate(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_edgegate"))
-        .args(["push"])
-        .arg(path)
-        .arg(reference)
+        .args(args)
         .env_remove("EDGEGATE_REGISTRY_USERNAME")
         .env_remove("EDGEGATE_REGISTRY_PASSWORD")
         .env("DOCKER_CONFIG", "/nonexistent")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
+}
+
+fn push(path: &std::path::Path, reference: &str) -> Output {
+    edgegate(&["push", path.to_str().unwrap(), reference], &[])
 }
 
 fn sha256(path: &std::path::Path) -> String {
@@ -110,29 +115,17 @@ fn serving(module: &str, cache: &std::path::Path) -> String {
 
 /// `edgegate check --config path`.
 fn check(path: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_edgegate"))
-        .args(["check", "--config"])
-        .arg(path)
-        .env("DOCKER_CONFIG", "/nonexistent")
-        .output()
-        .unwrap()
-}
-
-fn module_digest(wasm: &[u8]) -> String {
-    edgegate_runtime::module_digest(wasm)
+    edgegate(&["check", "--config", path.to_str().unwrap()], &[])
 }
 
 const TOKEN: &str = "registry-s3cret";
 const BODY: &[u8] = br#"{ "a" : 1 }"#;
 
-fn reload(gw: &Gateway) -> crate::support::Reply {
-    let auth = format!("Bearer {TOKEN}");
-    http(gw.admin, "POST", "/reload", &[("Authorization", &auth)], b"")
-}
-
 fn info(gw: &Gateway, wasm: &[u8]) -> Option<String> {
-    let series =
-        format!("edgegate_worker_info{{worker=\"w\",digest=\"{}\"}} 1", module_digest(wasm));
+    let series = format!(
+        "edgegate_worker_info{{worker=\"w\",digest=\"{}\"}} 1",
+        edgegate_runtime::module_digest(wasm)
+    );
     metric_line(gw, &series)
 }
 
@@ -153,7 +146,7 @@ fn a_pushed_worker_serves_and_follows_its_tag_through_reloads_and_registry_outag
     let checked = check(&config);
     let said = String::from_utf8_lossy(&checked.stdout).to_string();
     assert!(checked.status.success(), "{said}{}", String::from_utf8_lossy(&checked.stderr));
-    let layer = module_digest(edgegate_guests::ECHO_JSON);
+    let layer = edgegate_runtime::module_digest(edgegate_guests::ECHO_JSON);
     assert!(said.contains(&format!("{reference} = {v1}, module sha256:{layer}")), "{said}");
 
     let env = [("EDGEGATE_ADMIN_TOKEN", TOKEN), ("EDGEGATE_LOG", "info"), ("DOCKER_CONFIG", "/x")];
@@ -164,7 +157,7 @@ fn a_pushed_worker_serves_and_follows_its_tag_through_reloads_and_registry_outag
     // A new version under the same tag: a reload resolves the tag again and serves it.
     let v2 = publish(dir.path(), edgegate_guests::JSON_TRANSFORM, &reference);
     assert_ne!(v1, v2);
-    let reloaded = reload(&gw);
+    let reloaded = reload(&gw, Some(TOKEN));
     assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_eq!(reloaded.json()["changed"], serde_json::json!(["w"]));
     let transformed = post(gw.addr, "/w", BODY).text();
@@ -174,13 +167,13 @@ fn a_pushed_worker_serves_and_follows_its_tag_through_reloads_and_registry_outag
     // The registry down: a reload cannot resolve the tag, is refused, and the running version
     // keeps serving.
     registry.stop();
-    let refused = reload(&gw);
+    let refused = reload(&gw, Some(TOKEN));
     assert_eq!(refused.status, 422, "{}", refused.text());
     let message = refused.json()["message"].as_str().unwrap().to_owned();
     assert!(message.contains("workers.w.module"), "{message}");
     assert_eq!(post(gw.addr, "/w", BODY).text(), transformed);
     let (_, log) = gw.stop();
-    let short = &module_digest(edgegate_guests::JSON_TRANSFORM)[..12];
+    let short = &edgegate_runtime::module_digest(edgegate_guests::JSON_TRANSFORM)[..12];
     assert!(
         log.contains(&format!("digest=\"{short}\"")),
         "the access log names the digest:\n{log}"
@@ -206,12 +199,8 @@ fn a_pushed_worker_serves_and_follows_its_tag_through_reloads_and_registry_outag
     let stderr = String::from_utf8_lossy(&checked.stderr).to_string();
     assert!(!checked.status.success() && stderr.contains("workers.w.module"), "{stderr}");
     std::fs::write(&config, serving(&reference, &dir.path().join("empty"))).unwrap();
-    let started = Command::new(env!("CARGO_BIN_EXE_edgegate"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("DOCKER_CONFIG", "/x")
-        .output()
-        .unwrap();
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config"];
+    let started = edgegate(&[&serve[..], &[config.to_str().unwrap()]].concat(), &[]);
     let stderr = String::from_utf8_lossy(&started.stderr).to_string();
     assert!(!started.status.success(), "{stderr}");
     assert!(stderr.contains("no earlier pull of it is stored"), "{stderr}");
@@ -225,7 +214,7 @@ fn a_tampered_layer_is_refused_in_the_registry_and_in_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let reference = format!("oci://{}/workers/w:v1", registry.host());
     publish(dir.path(), edgegate_guests::ECHO_JSON, &reference);
-    let layer = format!("sha256:{}", module_digest(edgegate_guests::ECHO_JSON));
+    let layer = format!("sha256:{}", edgegate_runtime::module_digest(edgegate_guests::ECHO_JSON));
     let mut altered = edgegate_guests::ECHO_JSON.to_vec();
     let last = altered.len() - 1;
     altered[last] ^= 0xff;
@@ -267,16 +256,6 @@ fn credentials_come_from_the_environment_or_a_docker_config_json() {
     let wasm = dir.path().join("echo.wasm");
     std::fs::write(&wasm, edgegate_guests::ECHO_JSON).unwrap();
     let reference = format!("oci://{}/workers/w:v1", registry.host());
-    let edgegate = |args: &[&str], env: &[(&str, &str)]| {
-        Command::new(env!("CARGO_BIN_EXE_edgegate"))
-            .args(args)
-            .env_remove("EDGEGATE_REGISTRY_USERNAME")
-            .env_remove("EDGEGATE_REGISTRY_PASSWORD")
-            .env("DOCKER_CONFIG", "/nonexistent")
-            .envs(env.iter().copied())
-            .output()
-            .unwrap()
-    };
     let push_args = ["push", wasm.to_str().unwrap(), &reference];
 
     let anonymous = edgegate(&push_args, &[]);
@@ -352,11 +331,7 @@ fn plain_http_only_to_loopback_or_a_registry_listed_insecure() {
     let reference = format!("oci://{}/workers/w:v1", registry.host());
     let refused = push(&wasm, &reference);
     assert!(!refused.status.success(), "HTTPS to a plain-HTTP registry off loopback fails");
-    let insecure = Command::new(env!("CARGO_BIN_EXE_edgegate"))
-        .args(["push", wasm.to_str().unwrap(), &reference, "--insecure"])
-        .env("DOCKER_CONFIG", "/nonexistent")
-        .output()
-        .unwrap();
+    let insecure = edgegate(&["push", wasm.to_str().unwrap(), &reference, "--insecure"], &[]);
     assert!(insecure.status.success(), "{}", String::from_utf8_lossy(&insecure.stderr));
 
     let config = dir.path().join("edgegate.toml");

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 
 use crate::support::{
-    Gateway, get, http, metric_line, metric_total, post, runtime_section, wait_until, wrk,
+    Gateway, get, metric_line, metric_total, post, reload, runtime_section, wait_until, wrk,
     wrk_result,
 };
 
@@ -26,13 +26,6 @@ fn deploy(module: &Path, wasm: &[u8]) {
     let tmp = module.with_extension("tmp");
     std::fs::write(&tmp, wasm).unwrap();
     std::fs::rename(&tmp, module).unwrap();
-}
-
-fn reload(gw: &Gateway, token: Option<&str>) -> crate::support::Reply {
-    let auth = token.map(|t| format!("Bearer {t}"));
-    let headers: Vec<(&str, &str)> =
-        auth.as_deref().map(|a| vec![("Authorization", a)]).unwrap_or_default();
-    http(gw.admin, "POST", "/reload", &headers, b"")
 }
 
 #[test]

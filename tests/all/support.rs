@@ -343,6 +343,14 @@ fn unbound() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 0))
 }
 
+/// `POST /reload` on `gw`'s admin listener, with `token` as its bearer token if given.
+pub fn reload(gw: &Gateway, token: Option<&str>) -> Reply {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> =
+        auth.as_deref().map(|a| vec![("Authorization", a)]).unwrap_or_default();
+    http(gw.admin, "POST", "/reload", &headers, b"")
+}
+
 /// A response read off the wire.
 #[derive(Debug)]
 pub struct Reply {

@@ -271,7 +271,7 @@ fn only_workers_that_served_have_series() {
     let info = crate::support::metric_line(&gw, "edgegate_worker_info{worker=\"echo\"");
     assert!(info.is_some(), "every worker has its one info line");
 
-    let reloaded = crate::support::http(gw.admin, "POST", "/reload", &[], b"");
+    let reloaded = crate::support::reload(&gw, None);
     assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_eq!(get(gw.addr, "/h/ok").status, 200);
     assert_eq!(
@@ -311,9 +311,7 @@ fn the_workers_api_deploys_a_worker_by_registry_reference() {
         api(&gw, "PUT", "/workers/other", Some(TOKEN), &form(d, other, Some("echo.wasm")));
     assert_eq!(status, 200, "the registry is not asked for a carried worker: {body}");
     assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
-    let auth = format!("Bearer {TOKEN}");
-    let reload =
-        crate::support::http(gw.admin, "POST", "/reload", &[("Authorization", &auth)], b"");
+    let reload = crate::support::reload(&gw, Some(TOKEN));
     assert_eq!(reload.status, 422, "{}", reload.text());
     assert!(reload.text().contains("hello"), "{}", reload.text());
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use edgegate_host::demo::tls::Authority;
 
-use crate::support::{Gateway, get, http, metric_line, raw, read_one, runtime_section};
+use crate::support::{Gateway, get, metric_line, raw, read_one, runtime_section};
 
 /// A directory of certificates: the authority, `api.example.test`, `*.example.test`, and the
 /// default `default.test`.
@@ -199,7 +199,7 @@ fn sessions_resume_across_a_certificate_reload_and_no_connection_drops() {
 
     // A new certificate for the same name, with a new key.
     certs.issue("api", "api.example.test");
-    let reloaded = http(gw.admin, "POST", "/reload", &[], b"");
+    let reloaded = crate::support::reload(&gw, None);
     assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     let after = handshake(&["-sess_in", session]);
     assert!(after.contains("Reused, TLSv1.3"), "not resumed after the reload:\n{after}");
@@ -255,7 +255,7 @@ fn a_session_from_before_client_certificates_were_required_does_not_resume() {
 
         let ca = certs.ca().display().to_string();
         gw.rewrite_config(&certs.config(&format!("{tickets}\nclient_auth = {{ ca = {ca:?} }}")));
-        let reloaded = http(gw.admin, "POST", "/reload", &[], b"");
+        let reloaded = crate::support::reload(&gw, None);
         assert_eq!(reloaded.status, 200, "{}", reloaded.text());
         assert_none_resumes(tls, &files, &[], &tickets);
 
@@ -287,7 +287,7 @@ fn a_session_made_with_a_removed_authoritys_certificate_does_not_resume() {
 
     // The configuration is unchanged; the authorities' file loses one.
     std::fs::write(&authorities, certs.authority.pem()).unwrap();
-    let reloaded = http(gw.admin, "POST", "/reload", &[], b"");
+    let reloaded = crate::support::reload(&gw, None);
     assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_none_resumes(tls, &files, &args, "authority removed");
 }
@@ -355,7 +355,7 @@ fn an_expired_or_mismatched_certificate_is_refused_at_start_check_and_reload() {
     let gw = Gateway::start(&good);
     let tls = gw.tls.unwrap();
     expired.write(certs.dir.path(), "api").unwrap();
-    let reply = http(gw.admin, "POST", "/reload", &[], b"");
+    let reply = crate::support::reload(&gw, None);
     assert_eq!(reply.status, 422, "{}", reply.text());
     assert!(reply.text().contains("expired"), "{}", reply.text());
     let (ok, out) = curl(&certs, tls, "api.example.test", &[]);
