@@ -81,7 +81,7 @@ pub use limits::Limits;
 pub use module_cache::{CacheOutcome, ModuleCache, PULLED_MODULES, Pruned, Pruning, module_digest};
 pub use prune::PRUNE_INTERVAL;
 pub use resident::ResidentStats;
-pub use source::Source;
+pub use source::{Source, Stamp};
 pub use units::ByteSize;
 pub use worker::{Checked, Worker, WorkerSpec};
 

@@ -28,10 +28,11 @@ pub enum Source {
     },
 }
 
-/// What a file looked like when it was read: a reload whose file still looks the same
-/// trusts the digest it had, without reading and hashing it again.
+/// What a file looked like, read through links: a reload whose file still looks the same
+/// trusts the digest it had, without reading and hashing it again, and `serve --watch` tells
+/// a changed file from an unchanged one by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stamp {
+pub struct Stamp {
     dev: u64,
     ino: u64,
     len: u64,
@@ -40,7 +41,8 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
-    fn of(path: &Path) -> std::io::Result<Self> {
+    /// `path`'s device, inode, size, and modification and change times.
+    pub fn of(path: &Path) -> std::io::Result<Self> {
         let meta = std::fs::metadata(path)?;
         let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
         Ok(Self {

@@ -1,5 +1,6 @@
-//! Test and bench helpers: a real Redis server ([`redis`]); a real OCI registry ([`registry`]); the test picture ([`photo`]), which
-//! the lab serves too; hand-made progressive JPEGs with many scans ([`jpeg`]); tokens signed with the keys published in
+//! Test and bench helpers: a real Redis server ([`redis`]); a real OCI registry
+//! ([`registry`]); the test picture ([`photo`]), which the lab serves too; hand-made
+//! progressive JPEGs with many scans ([`jpeg`]); tokens signed with the keys published in
 //! RFC 7515 and RFC 8037 (`testdata/jose/rfc-vectors.json`), and their public halves as JWKs,
 //! so tests of the host path, the gateway and the binary sign real tokens for every algorithm.
 //!

@@ -7,15 +7,15 @@
 //!
 //! A file may change with no event naming it: in a Kubernetes ConfigMap volume,
 //! `edgegate.toml` is a link to `..data/edgegate.toml`, and an update swaps the `..data`
-//! link. So after any event in a watched directory, each file's stamp (device, inode,
-//! modification time and size, through links) is compared with the one seen before.
+//! link. So after any event in a watched directory, each file's stamp
+//! ([`edgegate_runtime::Stamp`], read through links) is compared with the one seen before.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use edgegate_runtime::Stamp;
 use notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
@@ -53,7 +53,7 @@ pub fn watch(gateway: Arc<Gateway>) -> Result<Watch, WatchError> {
             .files()
             .iter()
             .filter_map(|f| canonical(f))
-            .map(|f| (f.clone(), stamp(&f)))
+            .map(|f| (f.clone(), Stamp::of(&f).ok()))
             .collect(),
     );
     let on_events = move |result: DebounceEventResult| {
@@ -66,7 +66,7 @@ pub fn watch(gateway: Arc<Gateway>) -> Result<Watch, WatchError> {
         let restamped: Vec<&PathBuf> = files
             .iter()
             .filter(|f| {
-                let now = stamp(f);
+                let now = Stamp::of(f).ok();
                 matches!(stamps.insert((*f).clone(), now), Some(before) if before != now)
             })
             .collect();
@@ -90,15 +90,6 @@ pub fn watch(gateway: Arc<Gateway>) -> Result<Watch, WatchError> {
             .map_err(|source| WatchError { dir: dir.clone(), source })?;
     }
     Ok(Watch { _debouncer: debouncer })
-}
-
-/// What tells one version of a file from the next, read through links: device, inode,
-/// modification time, size.
-type Stamp = (u64, u64, SystemTime, u64);
-
-fn stamp(file: &Path) -> Option<Stamp> {
-    let meta = std::fs::metadata(file).ok()?;
-    Some((meta.dev(), meta.ino(), meta.modified().ok()?, meta.len()))
 }
 
 /// `file` with its directory made canonical (the file itself may be missing for a moment, in
