@@ -9,7 +9,7 @@ use std::process::Command;
 use edgegate_bench::workload::{RESIZED, jpeg_size};
 use edgegate_testkit::photo;
 
-use crate::support::{Gateway, get, http, post};
+use crate::support::{Gateway, get, http, post, skipped};
 
 fn node_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/node")
@@ -21,8 +21,7 @@ fn comparators_installed() -> bool {
     let installed = node_dir().join("node_modules/sharp").is_dir();
     if !installed {
         let why = "bench/node/node_modules is missing: run bench/node/install (needs npm)";
-        assert!(std::env::var("EDGEGATE_REQUIRE_COMPARATORS").as_deref() != Ok("1"), "{why}");
-        eprintln!("!!! SKIPPED: Node.js and workerd comparators: {why}");
+        skipped("Node.js and workerd comparators", why, "EDGEGATE_REQUIRE_COMPARATORS");
     }
     installed
 }
@@ -34,8 +33,7 @@ fn wasmtime_installed() -> bool {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/wasmtime/bin/wasmtime").is_file();
     if !installed {
         let why = "bench/wasmtime/bin/wasmtime is missing: run bench/wasmtime/install (needs pip)";
-        assert!(std::env::var("EDGEGATE_REQUIRE_COMPARATORS").as_deref() != Ok("1"), "{why}");
-        eprintln!("!!! SKIPPED: the wasmtime serve comparator: {why}");
+        skipped("the wasmtime serve comparator", why, "EDGEGATE_REQUIRE_COMPARATORS");
     }
     installed
 }
@@ -217,8 +215,7 @@ pub(crate) fn wrk_installed() -> bool {
     let installed = Command::new("wrk").arg("--version").output().is_ok();
     if !installed {
         let why = "wrk is not installed (Debian: apt-get install wrk)";
-        assert!(std::env::var("EDGEGATE_REQUIRE_WRK").as_deref() != Ok("1"), "{why}");
-        eprintln!("!!! SKIPPED: the cross-check with wrk: {why}");
+        skipped("the cross-check with wrk", why, "EDGEGATE_REQUIRE_WRK");
     }
     installed
 }

@@ -22,9 +22,7 @@ fn said(out: &Output) -> String {
 
 /// Says why the test checks nothing, or fails when podman is required.
 fn skip(why: &str) {
-    let required = std::env::var("EDGEGATE_REQUIRE_PODMAN");
-    assert!(required.as_deref() != Ok("1"), "{why}");
-    eprintln!("!!! SKIPPED: the container image is not tested: {why}");
+    crate::support::skipped("the container image", why, "EDGEGATE_REQUIRE_PODMAN");
 }
 
 /// Removes the container, its cache volume and the image when the test ends, however it ends.
