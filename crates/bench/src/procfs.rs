@@ -39,6 +39,10 @@ pub fn reset_peak(pid: u32) -> std::io::Result<()> {
 /// Busy time (user, nice and system: what processes ran, not interrupts) is kept too, to tell
 /// how much of a CPU ran something other than the lab's own processes ([`CpuTimes::busy_since`]).
 /// On a CPU kept busy, as in a capacity run, those counters do add up.
+///
+/// Idle time (idle and iowait) is kept to tell whether a CPU was full
+/// ([`CpuTimes::idle_since`]): the busy counters leave out interrupts, and a CPU full of a
+/// load generator spends some of its time in the network's soft interrupts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuTimes {
     at: Instant,
@@ -46,6 +50,8 @@ pub struct CpuTimes {
     steal: Vec<Option<u64>>,
     /// User + nice + system in clock ticks, indexed by CPU number.
     busy: Vec<Option<u64>>,
+    /// Idle + iowait in clock ticks, indexed by CPU number.
+    idle: Vec<Option<u64>>,
     ticks_per_second: u64,
 }
 
@@ -80,7 +86,7 @@ impl CpuTimes {
     }
 
     pub(crate) fn parse(stat: &str, at: Instant, ticks_per_second: u64) -> Self {
-        let (mut steal, mut busy) = (Vec::new(), Vec::new());
+        let (mut steal, mut busy, mut idle) = (Vec::new(), Vec::new(), Vec::new());
         for line in stat.lines() {
             let mut fields = line.split_whitespace();
             let Some(cpu) = fields.next().and_then(|name| name.strip_prefix("cpu")) else {
@@ -95,11 +101,13 @@ impl CpuTimes {
             if steal.len() <= cpu {
                 steal.resize(cpu + 1, None);
                 busy.resize(cpu + 1, None);
+                idle.resize(cpu + 1, None);
             }
             steal[cpu] = Some(ticks[7]);
             busy[cpu] = Some(ticks[0] + ticks[1] + ticks[2]);
+            idle[cpu] = Some(ticks[3] + ticks[4]);
         }
-        Self { at, steal, busy, ticks_per_second: ticks_per_second.max(1) }
+        Self { at, steal, busy, idle, ticks_per_second: ticks_per_second.max(1) }
     }
 
     /// When this was read.
@@ -115,12 +123,30 @@ impl CpuTimes {
     /// The time processes (any of them) ran on `cpus` from `earlier` to this reading (every
     /// CPU when `cpus` is empty).
     pub fn busy_since(&self, earlier: &Self, cpus: &[usize]) -> Duration {
+        self.counted_since(earlier, cpus, |t| &t.busy)
+    }
+
+    /// The time `cpus` idled (waiting for input and output included) from `earlier` to this
+    /// reading (every CPU when `cpus` is empty).
+    pub fn idle_since(&self, earlier: &Self, cpus: &[usize]) -> Duration {
+        self.counted_since(earlier, cpus, |t| &t.idle)
+    }
+
+    /// One per-CPU counter's growth over `cpus`, as time; a CPU missing from either reading
+    /// is left out.
+    fn counted_since(
+        &self,
+        earlier: &Self,
+        cpus: &[usize],
+        counter: impl Fn(&Self) -> &Vec<Option<u64>>,
+    ) -> Duration {
+        let (now, then) = (counter(self), counter(earlier));
         let ticks: u64 = self
             .cpus(cpus)
             .iter()
             .filter_map(|&cpu| {
-                let now = self.busy.get(cpu).copied().flatten()?;
-                let then = earlier.busy.get(cpu).copied().flatten()?;
+                let now = now.get(cpu).copied().flatten()?;
+                let then = then.get(cpu).copied().flatten()?;
                 Some(now.saturating_sub(then))
             })
             .sum();
@@ -260,7 +286,7 @@ mod tests {
         let t0 = Instant::now();
         let before = CpuTimes::parse(
             "cpu  30 0 10 200 0 0 0 6 0 0\n\
-             cpu0 10 0 5 100 0 0 0 2 0 0\n\
+             cpu0 10 0 5 100 1 0 3 2 0 0\n\
              cpu1 20 0 5 100 0 0 0 4 0 0\n\
              intr 12345\nctxt 99\n",
             t0,
@@ -268,7 +294,7 @@ mod tests {
         );
         let after = CpuTimes::parse(
             "cpu  60 0 20 300 0 0 0 16 0 0\n\
-             cpu0 20 0 10 150 0 0 0 2 7 0\n\
+             cpu0 20 0 10 150 4 0 9 2 7 0\n\
              cpu1 40 0 10 150 0 0 0 14 0 0\n",
             t0 + Duration::from_secs(2),
             100,
@@ -292,6 +318,10 @@ mod tests {
         assert_eq!(after.busy_since(&before, &[0]), Duration::from_millis(150));
         assert_eq!(after.busy_since(&before, &[1]), Duration::from_millis(250));
         assert_eq!(after.busy_since(&before, &[]), Duration::from_millis(400));
+        // Idle: idle + iowait. cpu0 idled 53 ticks (50 + 3 waiting for I/O), cpu1 50.
+        assert_eq!(after.idle_since(&before, &[0]), Duration::from_millis(530));
+        assert_eq!(after.idle_since(&before, &[]), Duration::from_millis(1030));
+        assert_eq!(after.idle_since(&before, &[7]), Duration::ZERO);
     }
 
     #[test]

@@ -443,6 +443,10 @@ pub struct CapacityRound {
     pub p99_us: f64,
     /// The load generator's CPU time, as a share of its CPUs' time, %.
     pub load_cpu_pct: f64,
+    /// How long the generator's CPUs idled, as a share of their time, % (`None`: not pinned
+    /// apart from the server, or `/proc/stat` unreadable).
+    #[serde(default)]
+    pub load_idle_pct: Option<f64>,
     /// The time the hypervisor took (`None`: `/proc/stat` unreadable).
     pub steal: Option<Steal>,
     /// Time other processes ran on the lab's CPUs (`None`: unreadable).
@@ -540,11 +544,18 @@ impl CapacityRound {
         let foreign_load = self.foreign.and_then(|f| f.load_pct).unwrap_or(0.0);
         let steal_load = self.steal.and_then(|s| s.load_pct).unwrap_or(0.0);
         let load_busy = self.load_cpu_pct + foreign_load + steal_load;
+        // Idle time says it best: the sum above leaves out interrupts, which a generator's
+        // CPU full of network sends spends a few percent of its time in.
+        let load_full = match self.load_idle_pct {
+            Some(idle) => idle < 100.0 - Self::SATURATED_PCT,
+            None => load_busy >= Self::SATURATED_PCT,
+        };
         let steal = self.steal.map_or(0.0, |s| s.server_pct);
         let foreign = self.foreign.map_or(0.0, |f| f.server_pct);
-        Some(if load_busy >= Self::SATURATED_PCT {
+        Some(if load_full {
+            let idle = self.load_idle_pct.map_or(String::new(), |i| format!(", {i:.0} % idle"));
             format!(
-                "the load generator's CPUs were full ({:.0} % generator, {foreign_load:.0} % other processes, {steal_load:.0} % steal)",
+                "the load generator's CPUs were full ({:.0} % generator, {foreign_load:.0} % other processes, {steal_load:.0} % steal{idle})",
                 self.load_cpu_pct
             )
         } else if steal + foreign >= 5.0 {
@@ -756,5 +767,29 @@ pub(crate) mod tests {
         assert!(steal(1.0, None).bounds_p99());
         assert_eq!(steal(0.64, Some(12.25)).describe(), "0.6 / 12.2");
         assert_eq!(steal(3.0, None).describe(), "3.0");
+    }
+
+    #[test]
+    fn a_generator_whose_cpus_never_idled_is_named_though_its_counters_sum_short() {
+        let round = |server_cpu_pct, load_cpu_pct, load_idle_pct| CapacityRound {
+            server_cpu_pct,
+            load_cpu_pct,
+            load_idle_pct,
+            foreign: Some(Foreign { server_pct: 0.0, load_pct: Some(4.0) }),
+            steal: Some(Steal { server_pct: 0.0, load_pct: Some(0.0) }),
+            ..CapacityRound::default()
+        };
+        assert_eq!(round(97.0, 90.0, Some(0.0)).bottleneck(), None);
+        // 94 % counted, the rest in interrupts: it never idled, so it was full.
+        let full = round(23.0, 90.0, Some(0.4)).bottleneck().unwrap();
+        assert!(full.contains("load generator's CPUs were full"), "{full}");
+        assert!(full.contains("0 % idle"), "{full}");
+        // Idle a tenth of the time, it had room: the server was not CPU-bound.
+        let waited = round(23.0, 90.0, Some(10.0)).bottleneck().unwrap();
+        assert!(waited.contains("not CPU-bound"), "{waited}");
+        // Unknown idle time: the counters' sum decides.
+        let summed = round(23.0, 92.0, None).bottleneck().unwrap();
+        assert!(summed.contains("load generator's CPUs were full"), "{summed}");
+        assert!(round(23.0, 90.0, None).bottleneck().unwrap().contains("not CPU-bound"));
     }
 }

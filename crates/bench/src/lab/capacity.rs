@@ -279,6 +279,9 @@ fn round(r: &ClosedResult, cpus: &CpuPlan) -> CapacityRound {
         p50_us: summary.p50,
         p99_us: summary.p99,
         load_cpu_pct: share(r.load_cpu, load_cpus),
+        load_idle_pct: (r.cpu_times.as_ref())
+            .filter(|_| cpus.pinned())
+            .map(|(from, to)| share(to.idle_since(from, &cpus.load.concat()), load_cpus)),
         steal: r.cpu_times.as_ref().map(|window| {
             let (server, load) = stolen(cpus, window);
             steal(server, load)
