@@ -294,6 +294,61 @@ fn credentials_come_from_the_environment_or_a_docker_config_json() {
     let checked = edgegate(&check_args, &[("DOCKER_CONFIG", docker.to_str().unwrap())]);
     assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
 
+    // A credential helper, as `credHelpers` names one (ECR's, GCR's, a desktop keychain's):
+    // the program `docker-credential-NAME`, asked `get` with the registry on its input. It
+    // is asked once per registry, though two workers come from it.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let asked = dir.path().join("asked");
+    let helper = bin.join("docker-credential-edgegate-test");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 2\nread server\necho \"$server\" >> {asked:?}\n\
+             if [ \"$server\" = {host:?} ]; then\n  \
+             echo '{{\"ServerURL\":\"'$server'\",\"Username\":\"{user}\",\"Secret\":\"{password}\"}}'\n\
+             else\n  echo 'credentials not found in native keychain'; exit 1\nfi\n",
+            host = registry.host(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let json = serde_json::json!({ "credHelpers": { registry.host(): "edgegate-test" } });
+    std::fs::write(docker.join("config.json"), json.to_string()).unwrap();
+    let second = format!("oci://{}/workers/v:v1", registry.host());
+    let pushed = edgegate(&["push", wasm.to_str().unwrap(), &second], &env);
+    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+    let mut two = serving(&reference, &dir.path().join("cache"));
+    two += &format!("\n[workers.v]\nmodule = {second:?}\n");
+    let two_workers = dir.path().join("two.toml");
+    std::fs::write(&two_workers, two).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let helped = [("DOCKER_CONFIG", docker.to_str().unwrap()), ("PATH", &path)];
+    let checked = edgegate(&["check", "--config", two_workers.to_str().unwrap()], &helped);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let asked_for = std::fs::read_to_string(&asked).unwrap();
+    assert_eq!(asked_for, format!("{}\n", registry.host()), "asked once, for the registry");
+    // A store of credentials (`credsStore`) that holds nothing for this registry: anonymous,
+    // and refused by it.
+    let json = serde_json::json!({ "credsStore": "edgegate-test" });
+    std::fs::write(docker.join("config.json"), json.to_string()).unwrap();
+    let port = registry.host().rsplit_once(':').unwrap().1.to_owned();
+    let other = format!("oci://localhost:{port}/workers/w:v1");
+    std::fs::write(&config, serving(&other, &dir.path().join("cache"))).unwrap();
+    let refused = edgegate(&check_args, &helped);
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(!refused.status.success() && stderr.contains("workers.w.module"), "{stderr}");
+    assert!(!stderr.contains("credentials:"), "not found is anonymous, not an error: {stderr}");
+    let asked_for = std::fs::read_to_string(&asked).unwrap();
+    assert!(asked_for.ends_with(&format!("\nlocalhost:{port}\n")), "{asked_for}");
+    // A helper that cannot be run is an error that names it.
+    let json = serde_json::json!({ "credHelpers": { registry.host(): "edgegate-missing" } });
+    std::fs::write(docker.join("config.json"), json.to_string()).unwrap();
+    std::fs::write(&config, serving(&reference, &dir.path().join("cache"))).unwrap();
+    let failed = edgegate(&check_args, &helped);
+    let stderr = String::from_utf8_lossy(&failed.stderr).to_string();
+    assert!(!failed.status.success() && stderr.contains("credential helper"), "{stderr}");
+
     // The configuration has no place for them.
     let mut text = serving(&reference, &dir.path().join("cache"));
     text += "\n[registry]\npassword = \"s3cret-pw\"\n";

@@ -9,15 +9,16 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 mod clients;
+mod credentials;
 mod pull;
 mod push;
 mod store;
 
 pub use clients::Clients;
+pub use credentials::{Credentials, PASSWORD_ENV, USERNAME_ENV};
 pub use pull::{Pull, Pulled, Resolution};
 pub use push::{Pushed, push};
 pub use store::{Digest, Store};
@@ -28,10 +29,6 @@ pub const SCHEME: &str = "oci://";
 pub const WASM_LAYER: &str = "application/wasm";
 /// The Wasm artifact's config.
 pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
-/// The user name and password for every registry, when set (both or neither).
-pub const USERNAME_ENV: &str = "EDGEGATE_REGISTRY_USERNAME";
-/// See [`USERNAME_ENV`].
-pub const PASSWORD_ENV: &str = "EDGEGATE_REGISTRY_PASSWORD";
 
 /// Why a registry call failed.
 #[derive(Debug, thiserror::Error)]
@@ -167,47 +164,6 @@ fn is_loopback(registry: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The credentials for `registry`: [`USERNAME_ENV`] and [`PASSWORD_ENV`], else the `auths`
-/// entry of the docker `config.json` (`$DOCKER_CONFIG/config.json`, else
-/// `~/.docker/config.json`), else none.
-pub fn credentials(registry: &str) -> Result<RegistryAuth, RegistryError> {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    match (env(USERNAME_ENV), env(PASSWORD_ENV)) {
-        (Some(user), Some(password)) => return Ok(RegistryAuth::Basic(user, password)),
-        (None, None) => {}
-        _ => {
-            return Err(RegistryError::Credentials(format!(
-                "set both {USERNAME_ENV} and {PASSWORD_ENV}, or neither"
-            )));
-        }
-    }
-    let file = match (env("DOCKER_CONFIG"), env("HOME")) {
-        (Some(dir), _) => std::path::Path::new(&dir).join("config.json"),
-        (None, Some(home)) => std::path::Path::new(&home).join(".docker/config.json"),
-        (None, None) => return Ok(RegistryAuth::Anonymous),
-    };
-    let Ok(text) = std::fs::read_to_string(&file) else { return Ok(RegistryAuth::Anonymous) };
-    docker_auth(&text, registry)
-        .map_err(|why| RegistryError::Credentials(format!("{}: {why}", file.display())))
-}
-
-/// The `auths.REGISTRY.auth` entry (base64 of `user:password`) of a docker `config.json`.
-fn docker_auth(text: &str, registry: &str) -> Result<RegistryAuth, String> {
-    let json: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let Some(encoded) = json["auths"][registry]["auth"].as_str() else {
-        return Ok(RegistryAuth::Anonymous);
-    };
-    use base64ct::Encoding as _;
-    let decoded = base64ct::Base64::decode_vec(encoded)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| format!("auths.{registry}.auth is not base64"))?;
-    let (user, password) = decoded
-        .split_once(':')
-        .ok_or_else(|| format!("auths.{registry}.auth is not user:password"))?;
-    Ok(RegistryAuth::Basic(user.to_owned(), password.to_owned()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,18 +186,6 @@ mod tests {
         ] {
             assert!(matches!(parse(bad), Err(RegistryError::BadReference(_))), "{bad}");
         }
-    }
-
-    #[test]
-    fn a_docker_config_gives_the_registry_s_credentials() {
-        // base64 of "ada:s3cret"
-        let text = r#"{"auths":{"registry.example:5000":{"auth":"YWRhOnMzY3JldA=="}}}"#;
-        let basic = docker_auth(text, "registry.example:5000").unwrap();
-        assert!(matches!(basic, RegistryAuth::Basic(u, p) if u == "ada" && p == "s3cret"));
-        assert!(matches!(docker_auth(text, "other:5000"), Ok(RegistryAuth::Anonymous)));
-        let broken = r#"{"auths":{"r":{"auth":"!!"}}}"#;
-        assert!(docker_auth(broken, "r").unwrap_err().contains("not base64"));
-        assert!(docker_auth("{", "r").is_err());
     }
 
     #[test]

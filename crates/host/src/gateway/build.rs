@@ -27,7 +27,7 @@ use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, 
 use crate::forward::pool::{Pool, PoolSettings};
 use crate::forward::upstream::Upstream;
 use crate::observe::metrics::RouteMetrics;
-use crate::registry::{Digest, Pull, Pulled, Resolution, Store};
+use crate::registry::{Credentials, Digest, Pull, Pulled, Resolution, Store};
 use crate::route::claims::ClaimSource;
 use crate::route::identity::Identity;
 use crate::route::rate_limit::{Policy, RouteLimit};
@@ -254,6 +254,7 @@ impl Steps<'_> {
             timeout: settings.timeout,
             max_module: settings.max_module,
             clients: self.registries.clone(),
+            credentials: Credentials::default(),
             store,
             fallback: self.registry_fallback,
         });

@@ -21,10 +21,10 @@ use oci_client::Reference;
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
 use super::store::{Digest, Store};
-use super::{RegistryError, WASM_LAYER, credentials, parse};
+use super::{Credentials, RegistryError, WASM_LAYER, parse};
 
 /// How references are resolved: `[registry]`'s settings, and where modules are kept.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Pull {
     /// Registries (`host[:port]`) spoken to over plain HTTP, besides those on loopback.
     pub insecure: Vec<String>,
@@ -34,6 +34,8 @@ pub struct Pull {
     pub max_module: edgegate_runtime::ByteSize,
     /// The clients, one per registry.
     pub clients: std::sync::Arc<super::Clients>,
+    /// Credentials, read once per registry: make one for each pass over the references.
+    pub credentials: Credentials,
     /// Where pulled modules are kept; `None` (no module cache): in memory only, and a start
     /// with the registry out of reach fails.
     pub store: Option<Store>,
@@ -95,7 +97,7 @@ impl Pull {
     /// Resolved by the registry.
     async fn online(&self, text: &str, reference: &Reference) -> Result<Pulled, RegistryError> {
         let registry = reference.resolve_registry().to_owned();
-        let auth = credentials(&registry)?;
+        let auth = self.credentials.get(&registry).await?;
         let insecure = self.insecure.contains(&registry);
         let client = self.clients.get(reference, insecure, self.timeout, &auth);
         let failed = |source| RegistryError::Registry { registry: registry.clone(), source };

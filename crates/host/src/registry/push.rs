@@ -2,7 +2,7 @@
 
 use oci_client::client::{Config, ImageLayer};
 
-use super::{Digest, RegistryError, WASM_CONFIG, WASM_LAYER, client, credentials, parse};
+use super::{Credentials, Digest, RegistryError, WASM_CONFIG, WASM_LAYER, client, parse};
 
 /// What a push made: the manifest's digest (what a tag resolves to) and the layer's (the
 /// module's own sha256).
@@ -33,7 +33,7 @@ pub async fn push(wasm: Vec<u8>, reference: &str, insecure: bool) -> Result<Push
     });
     let config = Config::new(config.to_string().into_bytes(), WASM_CONFIG.to_owned(), None);
     let layer = ImageLayer::new(wasm, WASM_LAYER.to_owned(), None);
-    let auth = credentials(&registry)?;
+    let auth = Credentials::default().get(&registry).await?;
     let failed = |source| RegistryError::Registry { registry: registry.clone(), source };
     let client = client(&reference, insecure, None);
     let pushed = client.push(&reference, &[layer], config, &auth, None).await.map_err(failed)?;

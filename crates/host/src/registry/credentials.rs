@@ -1,0 +1,151 @@
+//! Registry credentials: [`USERNAME_ENV`] and [`PASSWORD_ENV`] for every registry, else the
+//! docker `config.json` (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`); never
+//! the configuration.
+//!
+//! A `config.json` is read as docker reads it, by the `docker_credential` crate (the one `wkg`
+//! uses): the registry's `credHelpers` entry, else its `auths` entry (`auth`, or `username`
+//! and `password`; a key may carry `https://`), else the `credsStore`. A helper is the
+//! program `docker-credential-NAME`, asked with `get`. A registry it has nothing for, like one
+//! the file does not name, is asked anonymously.
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use docker_credential::{CredentialRetrievalError, DockerCredential};
+use oci_client::secrets::RegistryAuth;
+use tokio::sync::OnceCell;
+
+use super::RegistryError;
+
+/// The user name for every registry, when set (with [`PASSWORD_ENV`], or neither).
+pub const USERNAME_ENV: &str = "EDGEGATE_REGISTRY_USERNAME";
+/// See [`USERNAME_ENV`].
+pub const PASSWORD_ENV: &str = "EDGEGATE_REGISTRY_PASSWORD";
+
+/// Credentials read at most once per registry, off the runtime's threads: made anew for each
+/// resolution of the workers' references (a rotated file or Secret is read at the next
+/// reload), as a helper is a process and one pass may resolve thousands of references on one
+/// registry; and for a push.
+#[derive(Default)]
+pub struct Credentials(Mutex<HashMap<String, Arc<OnceCell<Read>>>>);
+
+/// One registry's credentials as read, or why they could not be.
+type Read = Result<RegistryAuth, String>;
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = self.0.lock().map_or(0, |read| read.len());
+        f.debug_struct("Credentials").field("registries", &count).finish()
+    }
+}
+
+impl Credentials {
+    /// `registry`'s (`host[:port]`) credentials: read the first time, the same answer after.
+    pub async fn get(&self, registry: &str) -> Result<RegistryAuth, RegistryError> {
+        let cell = {
+            let mut read = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            read.entry(registry.to_owned()).or_default().clone()
+        };
+        let registry = registry.to_owned();
+        let read = cell.get_or_init(|| async move {
+            tokio::task::spawn_blocking(move || read(&registry))
+                .await
+                .unwrap_or_else(|e| Err(format!("reading them failed: {e}")))
+        });
+        read.await.clone().map_err(RegistryError::Credentials)
+    }
+}
+
+fn read(registry: &str) -> Read {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    match (env(USERNAME_ENV), env(PASSWORD_ENV)) {
+        (Some(user), Some(password)) => return Ok(RegistryAuth::Basic(user, password)),
+        (None, None) => {}
+        _ => return Err(format!("set both {USERNAME_ENV} and {PASSWORD_ENV}, or neither")),
+    }
+    let Some(file) = docker_config() else { return Ok(RegistryAuth::Anonymous) };
+    // No file: anonymous, as docker. A file that cannot be read or parsed is an error.
+    let opened = match std::fs::File::open(&file) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegistryAuth::Anonymous),
+        Err(e) => return Err(format!("{}: {e}", file.display())),
+    };
+    from_docker_config(BufReader::new(opened), registry)
+        .map_err(|why| format!("{}: {why}", file.display()))
+}
+
+/// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+fn docker_config() -> Option<PathBuf> {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let dir = env("DOCKER_CONFIG").or_else(|| Some(env("HOME")?.join(".docker")))?;
+    Some(dir.join("config.json"))
+}
+
+/// What a docker `config.json` holds for `registry`.
+fn from_docker_config(json: impl std::io::Read, registry: &str) -> Result<RegistryAuth, String> {
+    match docker_credential::get_credential_from_reader(json, registry) {
+        Ok(DockerCredential::UsernamePassword(user, password)) => {
+            Ok(RegistryAuth::Basic(user, password))
+        }
+        // An OAuth refresh token, to trade at the registry's token service: not a bearer token.
+        Ok(DockerCredential::IdentityToken(_)) => Err(format!(
+            "its entry for {registry} is an identity token, which edgegate cannot use: log in \
+             with a user name and password, or set {USERNAME_ENV} and {PASSWORD_ENV}"
+        )),
+        Err(CredentialRetrievalError::NoCredentialConfigured) => Ok(RegistryAuth::Anonymous),
+        // What docker's helpers say of a registry they hold nothing for.
+        Err(CredentialRetrievalError::HelperFailure { stdout, .. })
+            if stdout.contains("credentials not found") =>
+        {
+            Ok(RegistryAuth::Anonymous)
+        }
+        Err(CredentialRetrievalError::HelperFailure { helper, stdout, stderr }) => {
+            let said = if stderr.trim().is_empty() { stdout } else { stderr };
+            Err(format!("`{helper} get` failed: {}", said.trim()))
+        }
+        Err(CredentialRetrievalError::HelperCommunicationError) => Err(format!(
+            "the credential helper it names for {registry} (a program docker-credential-NAME \
+             on PATH) could not be run"
+        )),
+        Err(CredentialRetrievalError::ConfigReadError) => Err("not a docker config.json".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(json: &str, registry: &str) -> Result<RegistryAuth, String> {
+        from_docker_config(json.as_bytes(), registry)
+    }
+
+    #[test]
+    fn a_docker_config_gives_the_registry_s_credentials_as_docker_reads_them() {
+        let basic = |user: &str, password: &str| RegistryAuth::Basic(user.into(), password.into());
+        // base64 of "ada:s3cret"
+        let auths = r#"{"auths":{"registry.example:5000":{"auth":"YWRhOnMzY3JldA=="}}}"#;
+        assert_eq!(read(auths, "registry.example:5000"), Ok(basic("ada", "s3cret")));
+        assert_eq!(read(auths, "other:5000"), Ok(RegistryAuth::Anonymous));
+        // A key with a scheme and a path, as older docker versions wrote them.
+        let scheme = r#"{"auths":{"https://registry.example/v1/":{"auth":"YWRhOnMzY3JldA=="}}}"#;
+        assert_eq!(read(scheme, "registry.example"), Ok(basic("ada", "s3cret")));
+        // The user name and password fields alone, as some tools write a Secret.
+        let fields = r#"{"auths":{"r.example":{"username":"ada","password":"p"}}}"#;
+        assert_eq!(read(fields, "r.example"), Ok(basic("ada", "p")));
+        assert_eq!(read("{}", "r.example"), Ok(RegistryAuth::Anonymous));
+    }
+
+    #[test]
+    fn what_edgegate_cannot_use_is_an_error_that_says_why() {
+        let token = r#"{"auths":{"r.example":{"identitytoken":"refresh"}}}"#;
+        assert!(read(token, "r.example").unwrap_err().contains("identity token"));
+        let broken = r#"{"auths":{"r.example":{"auth":"!!"}}}"#;
+        assert!(read(broken, "r.example").is_err());
+        assert_eq!(read("{", "r.example").unwrap_err(), "not a docker config.json");
+        let helper = r#"{"credHelpers":{"r.example":"edgegate-test-no-such-helper"}}"#;
+        assert!(read(helper, "r.example").unwrap_err().contains("could not be run"));
+    }
+}
