@@ -114,10 +114,7 @@ impl Store {
         manifest: &Digest,
         layer: &Digest,
     ) -> Result<(), RegistryError> {
-        if self.layer_of(manifest).as_ref() == Some(layer) {
-            return Ok(());
-        }
-        write(&self.manifests.join(manifest.hex()), format!("{layer}\n").as_bytes())
+        record(&self.manifests.join(manifest.hex()), &format!("{layer}\n"))
     }
 
     /// The manifest `reference` last resolved to, if it was recorded.
@@ -133,15 +130,21 @@ impl Store {
         reference: &str,
         manifest: &Digest,
     ) -> Result<(), RegistryError> {
-        if self.resolved(reference).as_ref() == Some(manifest) {
-            return Ok(());
-        }
-        write(&self.reference_path(reference), format!("{reference} {manifest}\n").as_bytes())
+        record(&self.reference_path(reference), &format!("{reference} {manifest}\n"))
     }
 
     fn reference_path(&self, reference: &str) -> PathBuf {
         self.references.join(Digest::of(reference.as_bytes()).hex())
     }
+}
+
+/// Writes a record's `text` to `path`, unless the file holds it already: a resolution that
+/// changed nothing writes nothing.
+fn record(path: &Path, text: &str) -> Result<(), RegistryError> {
+    if fs::read_to_string(path).is_ok_and(|stored| stored == text) {
+        return Ok(());
+    }
+    write(path, text.as_bytes())
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
