@@ -25,6 +25,7 @@ mod image;
 mod jwt;
 mod kv;
 mod rate_limit;
+pub(crate) mod redis;
 mod registry;
 mod route;
 mod runtime;
@@ -274,6 +275,7 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
     for (i, route) in config.routes.iter().enumerate() {
         route::validate(i, route, config, file)?;
     }
+    redis::validate(config, file)?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! meanwhile calls fail fast. Every call is bounded by `timeout` ([`KvError::Timeout`]), so a
 //! Redis that hangs never holds a request longer than that.
 //!
-//! Keys are stored as `prefix + key` (by default `edgegate:{namespace}:`), so namespaces (and
+//! Keys are stored as `prefix + key` (by default `edgegate:kv:{namespace}:`), so namespaces (and
 //! other users of the same Redis) do not collide. A TTL is `PX`; a batch is one `MULTI`/`EXEC`;
 //! `incr` is a small Lua script (`INCRBY`, then `PEXPIRE` when the key has no expiry), atomic on
 //! the server. `list` walks `SCAN MATCH prefix*` and sorts: O(keys in the database) per call,

@@ -153,7 +153,7 @@ pub(crate) fn redis_url(
 
 fn redis(loaded: &Loaded, name: &str, config: &KvConfig) -> Result<RedisStore, SetupError> {
     let url = redis_url(loaded, &config.url, &config.url_env)?;
-    let prefix = config.key_prefix.clone().unwrap_or_else(|| format!("edgegate:{name}:"));
+    let prefix = crate::config::redis::kv_prefix(name, config);
     RedisStore::new(RedisSettings {
         url,
         timeout: config.timeout.unwrap_or(DEFAULT_REDIS_TIMEOUT),

@@ -27,7 +27,8 @@ pub struct KvConfig {
     /// `redis`: bound on every call (and connection attempt). Default 100ms.
     #[serde(default, deserialize_with = "optional_duration")]
     pub timeout: Option<Duration>,
-    /// `redis`: prepended to every key. Default `edgegate:NAME:`.
+    /// `redis`: prepended to every key. Default `edgegate:kv:NAME:`; no two key spaces in
+    /// Redis may contain each other (`super::redis`).
     pub key_prefix: Option<String>,
     /// Entries to write at start: a JSON object or NDJSON file (relative to this file), or
     /// `builtin:demo-kv` for the demo's data. Existing keys are overwritten.

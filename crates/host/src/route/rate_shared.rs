@@ -101,7 +101,7 @@ impl SharedLimit {
             None => ("url", redis_url(loaded, &config.url, &config.url_env)),
         };
         let url = url.map_err(|e| error(field, e))?;
-        let prefix = config.key_prefix.clone().unwrap_or_else(|| format!("edgegate:rate:{name}:"));
+        let prefix = crate::config::redis::rate_prefix(name, config);
         let store = RedisStore::new(RedisSettings {
             url,
             timeout: config.timeout.unwrap_or(DEFAULT_TIMEOUT),
