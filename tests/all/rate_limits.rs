@@ -142,6 +142,31 @@ fn forwarded_addresses_count_only_from_a_trusted_proxy() {
     assert_eq!(get(&trusted, &[("x-forwarded-for", &spoofed(1))]).status, 429);
 }
 
+/// Behind a trusted proxy that appends to `X-Forwarded-For`, a client that sends its own
+/// `Forwarded: for=…` with every request is still counted by the address the proxy wrote;
+/// with `client_address_header = "forwarded"` it is the other way round.
+#[test]
+fn a_client_s_own_forwarded_header_does_not_choose_its_key() {
+    let policies = "[rate_limits.ip]\nrequests = 1\nper = \"1m\"";
+    let trusted = "trusted_proxies = [\"127.0.0.1\", \"::1\"]";
+    let gw = Gateway::start(&config(policies, "rate_limits = [\"ip\"]", trusted));
+    let own = |i: u32| format!("for=203.0.113.{i}");
+    let statuses: Vec<u16> = (1..=3)
+        .map(|i| get(&gw, &[("forwarded", &own(i)), ("x-forwarded-for", "198.51.100.1")]).status)
+        .collect();
+    assert_eq!(statuses, [200, 429, 429], "one client, whatever its own Forwarded says");
+
+    let server = format!("{trusted}\nclient_address_header = \"forwarded\"");
+    let gw = Gateway::start(&config(policies, "rate_limits = [\"ip\"]", &server));
+    let statuses: Vec<u16> = (1..=3)
+        .map(|i| {
+            let proxy = format!("for=198.51.100.{i}");
+            get(&gw, &[("forwarded", &proxy), ("x-forwarded-for", "203.0.113.1")]).status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 200, 200], "the proxy's Forwarded names three clients");
+}
+
 #[test]
 fn a_claim_key_counts_verified_tokens_only() {
     let policies = r#"

@@ -48,7 +48,7 @@ pub use rate_limit::{KeyPart, OnError, RateLimitConfig, Scope};
 pub use registry::RegistryConfig;
 pub use route::{RespondConfig, RouteConfig};
 pub use runtime::{EngineConfig, MemoryInit};
-pub use server::{Scheduler, ServerConfig};
+pub use server::{ClientAddressHeader, Scheduler, ServerConfig};
 pub use split::{ShadowConfig, SplitConfig, SplitRuleConfig, SplitTargetConfig, StickyConfig};
 pub use tls::{CertificateConfig, ClientAuthConfig, TlsConfig, TlsVersion};
 pub use upstream::{DEMO_ORIGIN, UpstreamConfig};

@@ -97,6 +97,11 @@ pub struct ServerConfig {
     /// peer's address is the client's.
     #[serde(deserialize_with = "networks")]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The one header the trusted proxies write the client's address in:
+    /// `"x-forwarded-for"` (the default) or `"forwarded"` (RFC 7239 `for=`). Only that header
+    /// is read; the other is ignored, whatever it says, so a client cannot override what the
+    /// proxy wrote by sending the header the proxy does not.
+    pub client_address_header: ClientAddressHeader,
     /// Add a `server-timing` header to each response with the instantiate, guest and upstream
     /// durations (docs/observability.md). Off by default: it tells clients how long the
     /// gateway's parts took.
@@ -112,6 +117,17 @@ pub struct ServerConfig {
     /// `"reject"` (400 `invalid_path`, the default) or `"keep"` (data inside its segment,
     /// forwarded escaped).
     pub escaped_slashes: EscapedSlashes,
+}
+
+/// `[server] client_address_header`: which header trusted proxies name the client in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientAddressHeader {
+    /// `X-Forwarded-For: client, proxy1, …`.
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
 }
 
 /// `[server] scheduler`: how connections are spread over threads.
@@ -154,6 +170,7 @@ impl Default for ServerConfig {
             shutdown_timeout: Duration::from_secs(30),
             trust_forwarded: false,
             trusted_proxies: Vec::new(),
+            client_address_header: ClientAddressHeader::XForwardedFor,
             server_timing: false,
             normalize_path: true,
             merge_slashes: true,

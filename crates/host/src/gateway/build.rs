@@ -173,6 +173,7 @@ impl Steps<'_> {
             rate_limits,
             trusted_proxies: crate::route::rate_key::TrustedProxies::new(
                 config.server.trusted_proxies.clone(),
+                config.server.client_address_header,
             ),
             kv,
             tls,

@@ -2,10 +2,12 @@
 //! names (`ip`, `route`, `header:NAME`, `cookie:NAME`, `claim:NAME`).
 //!
 //! The client's address is the peer's, unless the peer is a trusted proxy
-//! (`[server] trusted_proxies`): then it is the nearest address in `X-Forwarded-For` (or
-//! `Forwarded: for=`) that is not itself a trusted proxy, read from the right, the end the
-//! trusted proxies wrote. A client that is not a trusted proxy cannot choose its key by
-//! sending those headers.
+//! (`[server] trusted_proxies`): then it is the nearest address in the one header the proxies
+//! write (`[server] client_address_header`: `X-Forwarded-For`, or `Forwarded: for=`) that is
+//! not itself a trusted proxy, read from the right, the end the trusted proxies wrote. The
+//! other header is never read, so a client cannot override the proxy's header by sending the
+//! one the proxy does not write, and a client that is not a trusted proxy cannot choose its
+//! key by sending either.
 //!
 //! A request that lacks a part (no such header, cookie or claim) has no key, and the policy
 //! does not count it, as Envoy's descriptors do: pair such a policy with one by `ip`.
@@ -17,20 +19,23 @@ use http::HeaderMap;
 
 use super::claims::claim_text;
 use super::cookie;
-use crate::config::KeyPart;
+use crate::config::{ClientAddressHeader, KeyPart};
 
-/// The networks whose peers may say who the client is.
+/// The networks whose peers may say who the client is, and the header they say it in.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct TrustedProxies(Vec<ipnet::IpNet>);
+pub(crate) struct TrustedProxies {
+    networks: Vec<ipnet::IpNet>,
+    header: ClientAddressHeader,
+}
 
 impl TrustedProxies {
-    pub(crate) fn new(networks: Vec<ipnet::IpNet>) -> Self {
-        Self(networks)
+    pub(crate) fn new(networks: Vec<ipnet::IpNet>, header: ClientAddressHeader) -> Self {
+        Self { networks, header }
     }
 
     fn contains(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
-        self.0.iter().any(|net| net.contains(&ip))
+        self.networks.iter().any(|net| net.contains(&ip))
     }
 
     /// The client's address: `peer`, or what trusted proxies in front of it say.
@@ -38,11 +43,14 @@ impl TrustedProxies {
         if !self.contains(peer) {
             return peer.to_canonical();
         }
-        let mut hops = forwarded_for(headers);
+        let mut hops = match self.header {
+            ClientAddressHeader::XForwardedFor => x_forwarded_for(headers),
+            ClientAddressHeader::Forwarded => forwarded_for(headers),
+        };
         // From the right: the last hop a trusted proxy appended first.
         let mut client = peer.to_canonical();
         while let Some(hop) = hops.pop() {
-            client = hop;
+            client = hop.to_canonical();
             if !self.contains(hop) {
                 break;
             }
@@ -51,10 +59,10 @@ impl TrustedProxies {
     }
 }
 
-/// The addresses `Forwarded: for=` (if any) or else `X-Forwarded-For` list, in order; a
-/// header that does not parse as a whole is ignored, hop by hop.
+/// The addresses the `Forwarded` headers' `for=` parameters list, in order; an element
+/// whose `for` is not an address (`unknown`, an obfuscated name) is left out.
 fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
-    let forwarded: Vec<IpAddr> = headers
+    headers
         .get_all(http::header::FORWARDED)
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -65,10 +73,12 @@ fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
                 name.eq_ignore_ascii_case("for").then(|| node_ip(value.trim_matches('"')))?
             })
         })
-        .collect();
-    if !forwarded.is_empty() {
-        return forwarded;
-    }
+        .collect()
+}
+
+/// The addresses the `X-Forwarded-For` headers list, in order; a hop that is not an address
+/// is left out.
+fn x_forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
     headers
         .get_all("x-forwarded-for")
         .iter()
@@ -138,7 +148,8 @@ mod tests {
 
     #[test]
     fn a_spoofed_forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy() {
-        let trusted = TrustedProxies::new(vec!["10.0.0.0/8".parse().unwrap()]);
+        let networks = vec!["10.0.0.0/8".parse().unwrap()];
+        let trusted = TrustedProxies::new(networks, ClientAddressHeader::XForwardedFor);
         let spoofed = headers(&[("x-forwarded-for", "1.2.3.4")]);
         // A client on the internet: its own address, whatever it says.
         assert_eq!(trusted.client(ip("203.0.113.9"), &spoofed), ip("203.0.113.9"));
@@ -147,18 +158,32 @@ mod tests {
         // client itself wrote first is not believed.
         let chain = headers(&[("x-forwarded-for", "1.2.3.4, 198.51.100.7, 10.1.1.1")]);
         assert_eq!(trusted.client(ip("10.0.0.1"), &chain), ip("198.51.100.7"));
-        // RFC 7239, quoted IPv6 with a port, preferred over X-Forwarded-For.
-        let forwarded = headers(&[
-            ("forwarded", "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\""),
-            ("x-forwarded-for", "9.9.9.9"),
-        ]);
-        assert_eq!(trusted.client(ip("10.0.0.1"), &forwarded), ip("2001:db8::1"));
         // Only trusted hops: the leftmost; none at all: the peer.
         let inside = headers(&[("x-forwarded-for", "10.9.9.9")]);
         assert_eq!(trusted.client(ip("10.0.0.1"), &inside), ip("10.9.9.9"));
         assert_eq!(trusted.client(ip("10.0.0.1"), &HeaderMap::new()), ip("10.0.0.1"));
         // An IPv4 peer seen as IPv6 (a dual-stack socket) is the same client.
         assert_eq!(trusted.client(ip("::ffff:10.0.0.1"), &chain), ip("198.51.100.7"));
+    }
+
+    #[test]
+    fn only_the_header_the_proxies_write_is_read_when_both_are_present() {
+        let networks = || vec!["10.0.0.0/8".parse().unwrap()];
+        // The proxy appends to X-Forwarded-For; the client sent its own Forwarded.
+        let both = headers(&[
+            ("forwarded", "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\""),
+            ("x-forwarded-for", "198.51.100.7"),
+        ]);
+        let xff = TrustedProxies::new(networks(), ClientAddressHeader::XForwardedFor);
+        assert_eq!(xff.client(ip("10.0.0.1"), &both), ip("198.51.100.7"));
+        // The proxy writes Forwarded (RFC 7239, quoted IPv6 with a port); the client's
+        // X-Forwarded-For is not read.
+        let forwarded = TrustedProxies::new(networks(), ClientAddressHeader::Forwarded);
+        assert_eq!(forwarded.client(ip("10.0.0.1"), &both), ip("2001:db8::1"));
+        let only_xff = headers(&[("x-forwarded-for", "198.51.100.7")]);
+        assert_eq!(forwarded.client(ip("10.0.0.1"), &only_xff), ip("10.0.0.1"));
+        let unknown = headers(&[("forwarded", "for=unknown, for=192.0.2.9")]);
+        assert_eq!(forwarded.client(ip("10.0.0.1"), &unknown), ip("192.0.2.9"));
     }
 
     #[test]
