@@ -7,7 +7,8 @@ use edgegate_host::registry;
 
 /// Publish a built worker (a module or a component) to an OCI registry, as the Wasm artifact
 /// `wkg oci push` and wasmCloud make: one `application/wasm` layer. Credentials come from
-/// EDGEGATE_REGISTRY_USERNAME and EDGEGATE_REGISTRY_PASSWORD, or the docker config.json.
+/// EDGEGATE_REGISTRY_USERNAME and EDGEGATE_REGISTRY_PASSWORD for the registry
+/// EDGEGATE_REGISTRY_HOST names, or the docker config.json.
 #[derive(Debug, clap::Args)]
 pub struct PushCommand {
     /// The worker's `.wasm` file.

@@ -16,6 +16,7 @@ fn edgegate(args: &[&str], env: &[(&str, &str)]) -> Output {
         .args(args)
         .env_remove("EDGEGATE_REGISTRY_USERNAME")
         .env_remove("EDGEGATE_REGISTRY_PASSWORD")
+        .env_remove("EDGEGATE_REGISTRY_HOST")
         .env("DOCKER_CONFIG", "/nonexistent")
         .envs(env.iter().copied())
         .output()
@@ -260,9 +261,23 @@ fn credentials_come_from_the_environment_or_a_docker_config_json() {
 
     let anonymous = edgegate(&push_args, &[]);
     assert!(!anonymous.status.success(), "a push without credentials is refused");
-    let wrong = [("EDGEGATE_REGISTRY_USERNAME", user), ("EDGEGATE_REGISTRY_PASSWORD", "wrong")];
+    let host = registry.host();
+    let wrong = [
+        ("EDGEGATE_REGISTRY_HOST", host.as_str()),
+        ("EDGEGATE_REGISTRY_USERNAME", user),
+        ("EDGEGATE_REGISTRY_PASSWORD", "wrong"),
+    ];
     assert!(!edgegate(&push_args, &wrong).status.success(), "a wrong password is refused");
-    let env = [("EDGEGATE_REGISTRY_USERNAME", user), ("EDGEGATE_REGISTRY_PASSWORD", password)];
+    let env = [
+        ("EDGEGATE_REGISTRY_HOST", host.as_str()),
+        ("EDGEGATE_REGISTRY_USERNAME", user),
+        ("EDGEGATE_REGISTRY_PASSWORD", password),
+    ];
+    let unnamed = &env[1..];
+    let refused = edgegate(&push_args, unnamed);
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(!refused.status.success(), "credentials that name no registry are not sent");
+    assert!(stderr.contains("EDGEGATE_REGISTRY_HOST"), "{stderr}");
     let pushed = edgegate(&push_args, &env);
     assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
 
@@ -356,6 +371,90 @@ fn credentials_come_from_the_environment_or_a_docker_config_json() {
     let refused = edgegate(&check_args, &env);
     let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
     assert!(!refused.status.success() && stderr.contains("unknown field `password`"), "{stderr}");
+}
+
+/// A registry on loopback that only records the `Authorization` header of each request it
+/// is sent, and answers every one 401 with a Basic challenge (which a client holding a user
+/// name and password for it answers with them).
+struct Recorder {
+    host: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    fn start() -> Self {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut reader = std::io::BufReader::new(stream);
+                let mut authorization = String::from("-");
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    if line.to_ascii_lowercase().starts_with("authorization:") {
+                        authorization = line.trim_end().to_owned();
+                    }
+                    line.clear();
+                }
+                record.lock().unwrap().push(authorization);
+                let _ = reader.get_mut().write_all(
+                    b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"recorder\"\r\n\
+                      Docker-Distribution-Api-Version: registry/2.0\r\n\
+                      Content-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        Self { host, seen }
+    }
+
+    /// The `Authorization` header of each request so far (`-` for none).
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Credentials go only to the registry they were given for: a reference to another registry
+/// (here one that records what it is sent) is resolved anonymously, whether the credentials
+/// come from the environment or a docker `config.json`.
+#[test]
+fn credentials_go_only_to_the_registry_they_name() {
+    let recorder = Recorder::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("edgegate.toml");
+    let reference = format!("oci://{}/team/w:v1", recorder.host);
+    std::fs::write(&config, serving(&reference, &dir.path().join("cache"))).unwrap();
+    let args = ["check", "--config", config.to_str().unwrap()];
+    let env = |host: &str| {
+        [
+            ("EDGEGATE_REGISTRY_HOST", host.to_owned()),
+            ("EDGEGATE_REGISTRY_USERNAME", "ada".to_owned()),
+            ("EDGEGATE_REGISTRY_PASSWORD", "s3cret-pw".to_owned()),
+        ]
+    };
+    let check = |env: &[(&str, String)]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = edgegate(&args, &env);
+        assert!(!out.status.success(), "the recorder refuses everyone");
+    };
+
+    check(&env("registry.example:5000"));
+    let docker = dir.path().join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    // base64 of "ada:s3cret-pw", for another registry only.
+    let json = r#"{"auths":{"registry.example:5000":{"auth":"YWRhOnMzY3JldC1wdw=="}}}"#;
+    std::fs::write(docker.join("config.json"), json).unwrap();
+    check(&[("DOCKER_CONFIG", docker.display().to_string())]);
+    let seen = recorder.seen();
+    assert!(seen.len() >= 2, "the recorder was asked: {seen:?}");
+    assert!(seen.iter().all(|a| a == "-"), "nothing for another registry was sent: {seen:?}");
+
+    // The same credentials for the recorder itself are sent to it: the test can see them.
+    check(&env(&recorder.host));
+    let seen = recorder.seen();
+    assert!(seen.iter().any(|a| a.contains("Basic")), "{seen:?}");
 }
 
 /// This machine's address on the interface of its default route, if it has one that is not

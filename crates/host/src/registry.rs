@@ -18,7 +18,7 @@ mod push;
 mod store;
 
 pub use clients::Clients;
-pub use credentials::{Credentials, PASSWORD_ENV, USERNAME_ENV};
+pub use credentials::{Credentials, HOST_ENV, PASSWORD_ENV, USERNAME_ENV};
 pub use pull::{Pull, Pulled, Resolution};
 pub use push::{Pushed, push};
 pub use store::{Digest, Store};

@@ -1,6 +1,11 @@
-//! Registry credentials: [`USERNAME_ENV`] and [`PASSWORD_ENV`] for every registry, else the
-//! docker `config.json` (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`); never
-//! the configuration.
+//! Registry credentials: [`USERNAME_ENV`] and [`PASSWORD_ENV`] for the one registry
+//! [`HOST_ENV`] names, else the docker `config.json` (`$DOCKER_CONFIG/config.json`, else
+//! `~/.docker/config.json`); never the configuration.
+//!
+//! Credentials go only to the registry they were given for: the environment's to
+//! [`HOST_ENV`]'s (a user name and password without it are an error, never sent to whatever
+//! registry a reference names), a `config.json`'s to the registry its entry is for. A
+//! reference to any other registry is resolved anonymously.
 //!
 //! A `config.json` is read as docker reads it, by the `docker_credential` crate (the one `wkg`
 //! uses): the registry's `credHelpers` entry, else its `auths` entry (`auth`, or `username`
@@ -19,10 +24,13 @@ use tokio::sync::OnceCell;
 
 use super::RegistryError;
 
-/// The user name for every registry, when set (with [`PASSWORD_ENV`], or neither).
+/// The user name for the registry [`HOST_ENV`] names (with [`PASSWORD_ENV`], or neither).
 pub const USERNAME_ENV: &str = "EDGEGATE_REGISTRY_USERNAME";
 /// See [`USERNAME_ENV`].
 pub const PASSWORD_ENV: &str = "EDGEGATE_REGISTRY_PASSWORD";
+/// The registry (`host[:port]`, as references name it) that [`USERNAME_ENV`] and
+/// [`PASSWORD_ENV`] are for; required with them.
+pub const HOST_ENV: &str = "EDGEGATE_REGISTRY_HOST";
 
 /// Credentials read at most once per registry, off the runtime's threads: made anew for each
 /// resolution of the workers' references (a rotated file or Secret is read at the next
@@ -60,10 +68,8 @@ impl Credentials {
 
 fn read(registry: &str) -> Read {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    match (env(USERNAME_ENV), env(PASSWORD_ENV)) {
-        (Some(user), Some(password)) => return Ok(RegistryAuth::Basic(user, password)),
-        (None, None) => {}
-        _ => return Err(format!("set both {USERNAME_ENV} and {PASSWORD_ENV}, or neither")),
+    if let Some(auth) = from_env(registry, env(HOST_ENV), env(USERNAME_ENV), env(PASSWORD_ENV))? {
+        return Ok(auth);
     }
     let Some(file) = docker_config() else { return Ok(RegistryAuth::Anonymous) };
     // No file: anonymous, as docker. A file that cannot be read or parsed is an error.
@@ -74,6 +80,31 @@ fn read(registry: &str) -> Read {
     };
     from_docker_config(BufReader::new(opened), registry)
         .map_err(|why| format!("{}: {why}", file.display()))
+}
+
+/// The environment's credentials if they are `registry`'s: `Some` only when `host` names it
+/// (case-insensitively). A user name and password that name no registry are an error, so
+/// that they are never sent to whichever registry a reference happens to name.
+fn from_env(
+    registry: &str,
+    host: Option<String>,
+    user: Option<String>,
+    password: Option<String>,
+) -> Result<Option<RegistryAuth>, String> {
+    match (user, password) {
+        (Some(user), Some(password)) => match host {
+            Some(host) if host.eq_ignore_ascii_case(registry) => {
+                Ok(Some(RegistryAuth::Basic(user, password)))
+            }
+            Some(_) => Ok(None),
+            None => Err(format!(
+                "{USERNAME_ENV} and {PASSWORD_ENV} are set, but not {HOST_ENV}: set it to the \
+                 registry (host[:port]) they are for; they are sent to no other"
+            )),
+        },
+        (None, None) => Ok(None),
+        _ => Err(format!("set both {USERNAME_ENV} and {PASSWORD_ENV}, or neither")),
+    }
 }
 
 /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
@@ -136,6 +167,20 @@ mod tests {
         let fields = r#"{"auths":{"r.example":{"username":"ada","password":"p"}}}"#;
         assert_eq!(read(fields, "r.example"), Ok(basic("ada", "p")));
         assert_eq!(read("{}", "r.example"), Ok(RegistryAuth::Anonymous));
+    }
+
+    #[test]
+    fn the_environment_s_credentials_go_only_to_the_registry_they_name() {
+        let some = |s: &str| Some(s.to_owned());
+        let basic = Some(RegistryAuth::Basic("ada".into(), "pw".into()));
+        let env = |registry: &str, host: Option<String>| {
+            from_env(registry, host, some("ada"), some("pw"))
+        };
+        assert_eq!(env("r.example:5000", some("R.example:5000")), Ok(basic));
+        assert_eq!(env("other.example", some("r.example:5000")), Ok(None), "anonymous elsewhere");
+        assert!(env("r.example", None).unwrap_err().contains(HOST_ENV), "no registry named");
+        assert!(from_env("r", some("r"), some("ada"), None).is_err(), "half of a pair");
+        assert_eq!(from_env("r", some("r"), None, None), Ok(None));
     }
 
     #[test]
