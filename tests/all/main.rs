@@ -4,6 +4,7 @@
 
 mod auth;
 mod bench;
+mod boundary;
 mod cli;
 mod component;
 mod connections;

@@ -637,3 +637,39 @@ pub fn wrk_result(wrk: std::thread::JoinHandle<std::process::Output>) -> String 
     assert!(requests > 1000, "the load ran: {text}");
     text
 }
+
+/// `curl` against the admin API: the status and the body.
+pub fn admin_api(
+    gw: &Gateway,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    form: &[String],
+) -> (u16, String) {
+    let url = format!("http://{}{path}", gw.admin);
+    let mut args =
+        vec!["-sS".to_owned(), "-o".into(), "-".into(), "-w".into(), "\n%{http_code}".into()];
+    args.extend(["-X".into(), method.into()]);
+    if let Some(token) = token {
+        args.extend(["-H".into(), format!("authorization: Bearer {token}")]);
+    }
+    for part in form {
+        args.extend(["-F".into(), part.clone()]);
+    }
+    args.push(url);
+    let out = std::process::Command::new("curl").args(&args).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or_else(|| panic!("{text}"));
+    (status.parse().unwrap_or_else(|_| panic!("{text}")), body.to_owned())
+}
+
+/// A deploy's form: the worker's TOML, written beside the configuration, and a module file.
+pub fn deploy_form(dir: &std::path::Path, worker: &str, module: Option<&str>) -> Vec<String> {
+    let file = dir.join("worker.toml");
+    std::fs::write(&file, worker).unwrap();
+    let mut parts = vec![format!("worker=@{}", file.display())];
+    if let Some(module) = module {
+        parts.push(format!("module=@{};type=application/wasm", dir.join(module).display()));
+    }
+    parts
+}

@@ -1,7 +1,9 @@
 //! Many workers on one node: code loaded by a worker's first request and evicted past
 //! `[runtime] max_resident`, and workers deployed through the admin API.
 
-use crate::support::{Gateway, counter, get, post, runtime_section};
+use crate::support::{
+    Gateway, admin_api as api, counter, deploy_form as form, get, post, runtime_section,
+};
 
 /// Two workers of different modules under a cap of one resident module.
 fn two_workers_one_resident() -> String {
@@ -85,42 +87,6 @@ fn deploy_site() -> (tempfile::TempDir, std::path::PathBuf) {
     std::fs::copy(edgegate_guests::HOSTILE, dir.path().join("hostile.wasm")).unwrap();
     std::fs::write(dir.path().join("broken.wasm"), b"\0asm but not really").unwrap();
     (dir, config)
-}
-
-/// `curl` against the admin API: the status and the body.
-fn api(
-    gw: &Gateway,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    form: &[String],
-) -> (u16, String) {
-    let url = format!("http://{}{path}", gw.admin);
-    let mut args =
-        vec!["-sS".to_owned(), "-o".into(), "-".into(), "-w".into(), "\n%{http_code}".into()];
-    args.extend(["-X".into(), method.into()]);
-    if let Some(token) = token {
-        args.extend(["-H".into(), format!("authorization: Bearer {token}")]);
-    }
-    for part in form {
-        args.extend(["-F".into(), part.clone()]);
-    }
-    args.push(url);
-    let out = std::process::Command::new("curl").args(&args).output().expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or_else(|| panic!("{text}"));
-    (status.parse().unwrap_or_else(|_| panic!("{text}")), body.to_owned())
-}
-
-/// A deploy's form: the worker's TOML, written beside the configuration, and a module file.
-fn form(dir: &std::path::Path, worker: &str, module: Option<&str>) -> Vec<String> {
-    let file = dir.join("worker.toml");
-    std::fs::write(&file, worker).unwrap();
-    let mut parts = vec![format!("worker=@{}", file.display())];
-    if let Some(module) = module {
-        parts.push(format!("module=@{};type=application/wasm", dir.join(module).display()));
-    }
-    parts
 }
 
 fn listed(gw: &Gateway) -> serde_json::Value {

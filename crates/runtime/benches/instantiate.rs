@@ -50,6 +50,7 @@ fn load_with_cpu(runtime: &Runtime, wasm: &[u8], cpu: std::time::Duration) -> Wo
         .load(WorkerSpec {
             name: "bench",
             source: edgegate_runtime::Source::Bytes(bytes::Bytes::copy_from_slice(wasm)),
+            native_code: false,
             limits: Limits { cpu, ..Limits::default() },
             config: BTreeMap::new(),
             keys: None,
@@ -113,6 +114,7 @@ fn bench(c: &mut Criterion) {
             .load(WorkerSpec {
                 name: "bench",
                 source: edgegate_runtime::Source::Bytes(Bytes::copy_from_slice(wasm)),
+                native_code: false,
                 limits,
                 config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
                 keys: None,

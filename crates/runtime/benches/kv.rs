@@ -32,6 +32,7 @@ fn bench(c: &mut Criterion) {
         .load(WorkerSpec {
             name: "bench",
             source: edgegate_runtime::Source::File(edgegate_guests::HOSTILE.into()),
+            native_code: false,
             limits: Limits {
                 cpu: Duration::from_secs(1),
                 kv_ops: GETS,

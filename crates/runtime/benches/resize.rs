@@ -27,6 +27,7 @@ fn worker(runtime: &Runtime, name: &'static str, wasm: &[u8], image: Option<Imag
         .load(WorkerSpec {
             name,
             source: edgegate_runtime::Source::Bytes(bytes::Bytes::copy_from_slice(wasm)),
+            native_code: false,
             // The demo's limits (src/demo.toml), with CPU to spare: a VM's stolen time is not
             // what this measures.
             limits: Limits { memory: 32 << 20, cpu: Duration::from_secs(5), ..Limits::default() },

@@ -41,6 +41,17 @@ impl std::fmt::Display for Abi {
     }
 }
 
+/// Whether `bytes` start as binary Wasm does, a core module's header or a component's:
+/// [`LoadError::NotWasm`] if not, saying whether they are a `.cwasm` (native code). What the
+/// admin API checks an upload with before it writes it, and the runtime every worker whose
+/// bytes may not be native code.
+pub fn binary_wasm(bytes: &[u8]) -> Result<(), LoadError> {
+    if wasmparser::Parser::is_core_wasm(bytes) || wasmparser::Parser::is_component(bytes) {
+        return Ok(());
+    }
+    Err(LoadError::NotWasm { native: Engine::detect_precompiled(bytes).is_some() })
+}
+
 /// Compiled code of either ABI.
 #[derive(Clone)]
 pub(crate) enum Compiled {

@@ -13,6 +13,20 @@ pub enum LoadError {
     /// The bytes are not a valid WebAssembly module, or Cranelift could not compile them.
     #[error("not a valid WebAssembly module")]
     Compile(#[source] wasmtime::Error),
+    /// The bytes do not start with the binary Wasm header of a module or a component, where
+    /// only Wasm is taken (the admin API, a registry): a `.cwasm` (native code), WAT text or
+    /// anything else.
+    #[error("{}", if *native {
+        "a precompiled .cwasm is native code, which runs outside the Wasm sandbox: only binary \
+         Wasm (a module or a component) is taken here; deploy the .wasm, edgegate compiles it"
+    } else {
+        "not binary WebAssembly: a module or a component starts with the bytes \\0asm and a \
+         version"
+    })]
+    NotWasm {
+        /// Whether they are a `.cwasm`.
+        native: bool,
+    },
     /// The module speaks another ABI version.
     #[error(
         "built for edgegate ABI v{found}, but this gateway speaks v{supported}; \

@@ -19,6 +19,7 @@
 //! let worker = runtime.load(WorkerSpec {
 //!     name: "echo-json",
 //!     source: Source::Bytes(wasm.into()),
+//!     native_code: false,
 //!     limits: Limits::default(),
 //!     config: Default::default(),
 //!     keys: None,
@@ -69,7 +70,7 @@ mod tests;
 /// upstream): exported over OTLP when configured, and kept out of the logs.
 pub const SPAN_TARGET: &str = "edgegate::span";
 
-pub use compiled::{Abi, ModuleInfo};
+pub use compiled::{Abi, ModuleInfo, binary_wasm};
 pub use component::provides as component_provides;
 pub use engine::{BoundsChecks, RuntimeConfig};
 pub use error::{ExecError, ExecErrorKind, LoadError};

@@ -25,6 +25,12 @@ pub struct WorkerSpec<'a> {
     pub name: &'a str,
     /// Where its module comes from (binary Wasm, a component or a `.cwasm`).
     pub source: Source,
+    /// Whether its bytes may be a `.cwasm`: native code made by `edgegate compile`, which is
+    /// deserialized and run as it is, never validated. Only for modules the operator's
+    /// configuration file names. `false`: binary Wasm only, a module or a component (its
+    /// header, then the engine's validation); a `.cwasm`, WAT text or anything else is
+    /// refused with [`LoadError::NotWasm`]. What the admin API and registries hand over.
+    pub native_code: bool,
     /// Its limits.
     pub limits: Limits,
     /// The values `config_get` can read.
@@ -90,6 +96,7 @@ impl Runtime {
     /// most recently used; after an eviction its next request loads it again from `source`.
     pub fn load(&self, spec: WorkerSpec<'_>) -> Result<Worker, LoadError> {
         let (wasm, digest, stamp) = spec.source.read()?;
+        admit(&spec, &wasm)?;
         let (worker, code) = self.compile_worker(spec, &wasm, digest, stamp)?;
         self.resident().keep(digest, code);
         Ok(worker)
@@ -137,6 +144,7 @@ impl Runtime {
             return self.unchanged(spec, previous);
         }
         let (wasm, digest, stamp) = spec.source.read()?;
+        admit(&spec, &wasm)?;
         let resident = self.resident();
         // A `.cwasm` loads without Cranelift: checking it in full costs little, and says so.
         let precompiled = wasmtime::Engine::detect_precompiled(&wasm).is_some();
@@ -174,6 +182,16 @@ impl Runtime {
         previous.info.fits(&spec.limits, self.config().max_memory)?;
         let (info, digest, stamp) = (previous.info.clone(), previous.digest, previous.stamp);
         Ok(Worker::new(self, spec, info, digest, stamp, Checked::Unchanged))
+    }
+}
+
+/// Refuses `wasm` unless it is binary Wasm, or `spec` accepts native code and it is a
+/// `.cwasm`. Checked where a worker's bytes are first read: later reads (after an eviction)
+/// must hash to the same digest, so they are the same bytes.
+fn admit(spec: &WorkerSpec<'_>, wasm: &[u8]) -> Result<(), LoadError> {
+    match crate::compiled::binary_wasm(wasm) {
+        Err(LoadError::NotWasm { native: true }) if spec.native_code => Ok(()),
+        checked => checked,
     }
 }
 

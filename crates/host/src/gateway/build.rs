@@ -342,6 +342,10 @@ impl Steps<'_> {
                 let spec = WorkerSpec {
                     name,
                     source,
+                    // Native code only from the operator's own file: never from the admin API
+                    // or a registry.
+                    native_code: !loaded.deployed.contains_key(name)
+                        && crate::config::names_a_file(&worker.module),
                     limits: worker.limits.guest.clone(),
                     config: worker_config(worker),
                     keys,

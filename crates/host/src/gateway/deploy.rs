@@ -55,6 +55,9 @@ pub enum DeployError {
         "worker `{0}` is in the configuration file; the API changes only the workers it deployed"
     )]
     InTheFile(String),
+    /// The uploaded module is not binary Wasm: a `.cwasm` (native code), text, anything else.
+    #[error("the `module` part")]
+    NotWasm(#[source] edgegate_runtime::LoadError),
     /// The configuration with this change did not check or build.
     #[error(transparent)]
     Invalid(#[from] ReloadError),
@@ -210,6 +213,8 @@ fn deployed(
             return Err(DeployError::ModuleTooLarge(max));
         }
         Some(bytes) => {
+            // Refused before it is written: the runtime refuses it again when it reads it.
+            edgegate_runtime::binary_wasm(bytes).map_err(DeployError::NotWasm)?;
             let digest = edgegate_runtime::module_digest(bytes);
             let file = format!("{name}-{}.wasm", &digest[..16]);
             let path = dir.join(&file);

@@ -98,6 +98,7 @@ fn answer(result: Result<crate::gateway::Reloaded, DeployError>) -> Response<Ful
         }
         DeployError::ModuleTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "module_too_large"),
         DeployError::InTheFile(_) => (StatusCode::CONFLICT, "in_the_configuration_file"),
+        DeployError::NotWasm(_) => (StatusCode::UNPROCESSABLE_ENTITY, "not_wasm"),
         DeployError::Invalid(ReloadError::Config(_)) => {
             (StatusCode::UNPROCESSABLE_ENTITY, "invalid_worker")
         }

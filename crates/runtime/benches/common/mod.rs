@@ -97,6 +97,7 @@ impl Setup {
                 .load(WorkerSpec {
                     name: "bench",
                     source: edgegate_runtime::Source::Bytes(bytes::Bytes::copy_from_slice(wasm)),
+                    native_code: false,
                     // Not testing the budget: on a VM, stolen time is now and then charged to
                     // the thread running the guest (seen here: a few ms once in a million).
                     limits: Limits { cpu: std::time::Duration::from_secs(1), ..Limits::default() },

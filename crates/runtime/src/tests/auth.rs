@@ -32,6 +32,7 @@ fn auth_router(runtime: &Runtime, keys: Option<Keys>, config: &[(&str, &str)]) -
             .load(WorkerSpec {
                 name: "auth",
                 source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::AUTH_ROUTER)),
+                native_code: false,
                 limits: Limits::default(),
                 config: map,
                 keys: keys.clone(),

@@ -14,6 +14,7 @@ fn component_with(limits: Limits, fetcher: Option<Arc<dyn Fetcher>>) -> Worker {
         .load(WorkerSpec {
             name: "component",
             source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(&wasm)),
+            native_code: false,
             limits,
             config: BTreeMap::new(),
             keys: None,

@@ -17,6 +17,7 @@ fn resizer(limits: Limits, image: Option<ImageGrant>) -> Worker {
         .load(WorkerSpec {
             name: "image-resize",
             source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::IMAGE_RESIZE)),
+            native_code: false,
             limits,
             config: BTreeMap::new(),
             keys: None,

@@ -18,6 +18,7 @@ fn kv_worker(namespaces: Vec<Namespace>, limits: Limits) -> Worker {
             source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(
                 &std::fs::read(guests::HOSTILE).unwrap(),
             )),
+            native_code: false,
             limits,
             config: BTreeMap::new(),
             keys: None,

@@ -45,6 +45,7 @@ fn spec<'a>(wasm: &[u8], limits: Limits, config: &[(&str, &str)]) -> WorkerSpec<
     WorkerSpec {
         name: "test",
         source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(wasm)),
+        native_code: false,
         limits,
         config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         keys: None,
@@ -93,6 +94,7 @@ async fn echo_json_round_trips() {
         .load(WorkerSpec {
             name: "echo-json",
             source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(guests::ECHO_JSON)),
+            native_code: false,
             limits: Limits::default(),
             config: BTreeMap::new(),
             keys: None,
@@ -321,7 +323,8 @@ fn modules_that_do_not_fit_are_refused_at_load() {
     assert!(unknown.to_string().contains("`edgegate_v1::teleport`"), "{unknown}");
     let garbage = runtime().load(WorkerSpec {
         name: "garbage",
-        source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(b"\0asm but not really")),
+        source: crate::Source::Bytes(bytes::Bytes::copy_from_slice(b"\0asm\x01\0\0\0 not really")),
+        native_code: false,
         limits: Limits::default(),
         config: BTreeMap::new(),
         keys: None,
@@ -426,10 +429,28 @@ fn an_entry_from_another_engine_configuration_is_never_loaded() {
 #[tokio::test]
 async fn a_precompiled_module_loads_as_it_is_and_serves() {
     let cwasm = runtime().precompile(&std::fs::read(guests::HOSTILE).unwrap()).unwrap();
-    let spec = spec(&cwasm, Limits::default(), &[]);
+    let spec = WorkerSpec { native_code: true, ..spec(&cwasm, Limits::default(), &[]) };
     let worker = runtime().prepare(spec, None).await.unwrap();
     assert_eq!(worker.checked(), &crate::Checked::Loaded(CacheOutcome::Precompiled));
     still_serves(&worker).await;
+}
+
+/// Where only Wasm is taken (the admin API, a registry), a `.cwasm` is refused before it is
+/// deserialized, and so is anything that is not binary Wasm (WAT text too).
+#[tokio::test]
+async fn only_binary_wasm_is_taken_where_native_code_is_not() {
+    let cwasm = runtime().precompile(&std::fs::read(guests::HOSTILE).unwrap()).unwrap();
+    for (bytes, native) in [
+        (&cwasm[..], true),
+        (&b"(module (memory (export \"memory\") 1))"[..], false),
+        (&b"\0asm\x02\0\0\0"[..], false),
+    ] {
+        let error = runtime().prepare(spec(bytes, Limits::default(), &[]), None).await;
+        let error = error.expect_err("refused");
+        assert!(matches!(error, LoadError::NotWasm { native: n } if n == native), "{error:?}");
+    }
+    let error = load_bytes(&cwasm, Limits::default(), &[]).unwrap_err();
+    assert!(error.to_string().contains("outside the Wasm sandbox"), "{error}");
 }
 
 #[test]
@@ -437,7 +458,8 @@ fn a_precompiled_module_from_other_engine_settings_is_refused_with_a_message() {
     // Wasmtime's defaults: no epoch interruption, unlike the gateway's engine.
     let theirs = wasmtime::Engine::new(&wasmtime::Config::new()).unwrap();
     let cwasm = theirs.precompile_module(&std::fs::read(guests::HOSTILE).unwrap()).unwrap();
-    let error = load_bytes(&cwasm, Limits::default(), &[]).unwrap_err();
+    let spec = WorkerSpec { native_code: true, ..spec(&cwasm, Limits::default(), &[]) };
+    let error = runtime().load(spec).unwrap_err();
     assert!(matches!(error, LoadError::Precompiled(_)), "{error:?}");
     assert!(error.to_string().contains("edgegate compile"), "{error}");
 }
