@@ -7,6 +7,7 @@
 
 pub(crate) mod authority;
 pub(crate) mod claims;
+pub mod host_pattern;
 pub(crate) mod identity;
 pub mod path;
 pub(crate) mod rate_key;

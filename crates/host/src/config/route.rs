@@ -12,7 +12,8 @@ use super::{Config, ConfigError};
 pub struct RouteConfig {
     /// A name for logs. Default `routes[N]`.
     pub name: Option<String>,
-    /// Match only this host (case-insensitive; the port is ignored unless given here).
+    /// Match only this host (case-insensitive; the port is ignored unless given here), or
+    /// every name below a domain: `*.example.com`.
     pub host: Option<String>,
     /// Match exactly this path. One of `path` and `prefix` is required.
     pub path: Option<String>,
@@ -148,10 +149,8 @@ pub(super) fn validate(
             ));
         }
     }
-    if let Some(host) = &route.host
-        && (host.is_empty() || host.contains('/'))
-    {
-        return at(key("host"), "must be a host name, optionally with a port");
+    if let Err(error) = crate::route::host_pattern::HostPattern::parse(route.host.as_deref()) {
+        return Err(ConfigError::caused(file, key("host"), error));
     }
     Ok(())
 }

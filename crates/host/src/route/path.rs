@@ -162,6 +162,15 @@ fn push_escape(out: &mut Vec<u8>, byte: u8) {
     out.extend_from_slice(&[b'%', DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 15)]]);
 }
 
+/// Whether route prefix `prefix` matches `path` segment-wise: `/api` matches `/api` and
+/// `/api/x`, not `/apix`; a prefix ending in `/` matches anything that starts with it.
+pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        None => false,
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,26 +1,32 @@
 //! Matching a request to a route, the way Envoy picks a virtual host and then a route:
 //!
-//! 1. **Host.** Routes that name a `host` form one table per host; the request's host (from
-//!    the URI authority or the `Host` header, lower-cased, port dropped unless the route's host
-//!    names one) selects its table. A request whose host has no table uses the table of routes
-//!    without a `host`. There is no fallback from a host's table to the default one.
+//! 1. **Host.** Routes that name a `host` form one table per host
+//!    ([`HostPattern`]); the request's host (from the URI authority or the `Host` header,
+//!    lower-cased) selects its table: the exact host with its port, then without it (unless
+//!    the route's host names one), then the nearest wildcard above it (`*.b.example.com`
+//!    before `*.example.com`). A request whose host has no table uses the table of routes
+//!    without a `host`. There is no fallback from a host's table to another. A table may be
+//!    reserved with no routes ([`Router::with_tables`]): a tenant's hosts are its own whether
+//!    or not it has deployed anything, so their requests never reach the default table.
 //! 2. **Path.** In that table an exact `path` beats any `prefix`; among prefixes the longest
 //!    wins; among equals, the first in the file.
 //! 3. **Method.** The first route, in that order, whose methods include the request's wins. If
 //!    paths matched but no method did, the answer is 405 with the methods that would have.
 //!
 //! ```text
-//!  host ──▶ table (exact host, else default) ──▶ exact[path] ++ prefixes (longest first)
-//!                                                  └─ first whose methods allow ─▶ route
+//!  host ──▶ table (exact host, else *.parent, else default) ──▶ exact[path] ++ prefixes
+//!                                                 (longest first) └─ first whose methods allow ─▶ route
 //! ```
 //!
-//! Hot path: one hash lookup for the host, one for the exact path, then a scan of the
-//! prefixes, which are few.
+//! Hot path: one hash lookup for the host (one per parent domain too, when some route names a
+//! wildcard), one for the exact path, then a scan of the prefixes, which are few.
 
 use std::collections::HashMap;
 
 use http::Method;
 
+use super::host_pattern::{HostPattern, parents, strip_port};
+use super::path::prefix_matches;
 use crate::config::RouteConfig;
 
 /// A route, compiled.
@@ -56,14 +62,6 @@ impl Table {
     }
 }
 
-/// Whether `prefix` matches `path` segment-wise.
-fn prefix_matches(prefix: &str, path: &str) -> bool {
-    match path.strip_prefix(prefix) {
-        None => false,
-        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
-    }
-}
-
 /// What the router decided.
 #[derive(Debug)]
 pub enum Match<'a, T> {
@@ -80,6 +78,8 @@ pub enum Match<'a, T> {
 pub struct Router<T> {
     routes: Vec<Route<T>>,
     by_host: HashMap<String, Table>,
+    /// Wildcard tables, by the domain their hosts are below.
+    below: HashMap<String, Table>,
     default: Table,
 }
 
@@ -87,16 +87,17 @@ impl<T> Router<T> {
     /// Compiles routes (already validated, see [`crate::config`]); `target` maps each route (its
     /// name in logs and its configuration) to what it serves.
     pub fn new(configs: &[RouteConfig], mut target: impl FnMut(&str, &RouteConfig) -> T) -> Self {
-        let mut router =
-            Self { routes: Vec::new(), by_host: HashMap::new(), default: Table::new() };
+        let mut router = Self {
+            routes: Vec::new(),
+            by_host: HashMap::new(),
+            below: HashMap::new(),
+            default: Table::new(),
+        };
         for config in configs {
             let id = router.routes.len();
-            let table = match &config.host {
-                Some(host) => {
-                    router.by_host.entry(host.to_ascii_lowercase()).or_insert_with(Table::new)
-                }
-                None => &mut router.default,
-            };
+            // Validation refuses a host that does not parse; such a route is left out.
+            let Ok(host) = HostPattern::parse(config.host.as_deref()) else { continue };
+            let table = router.table_mut(host);
             match (&config.path, &config.prefix) {
                 (Some(path), _) => table.exact.entry(path.clone()).or_default().push(id),
                 (None, Some(prefix)) => table.prefixes.push((prefix.clone(), id)),
@@ -114,10 +115,28 @@ impl<T> Router<T> {
                     .collect(),
             });
         }
-        for table in router.by_host.values_mut().chain([&mut router.default]) {
+        let tables = router.by_host.values_mut().chain(router.below.values_mut());
+        for table in tables.chain([&mut router.default]) {
             table.prefixes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         }
         router
+    }
+
+    /// With a table for each of `hosts`, empty where no route names it: their requests are
+    /// matched there (404 without a route), never in the default table.
+    pub fn with_tables<'h>(mut self, hosts: impl IntoIterator<Item = &'h HostPattern>) -> Self {
+        for host in hosts {
+            self.table_mut(host.clone());
+        }
+        self
+    }
+
+    fn table_mut(&mut self, host: HostPattern) -> &mut Table {
+        match host {
+            HostPattern::Any => &mut self.default,
+            HostPattern::Exact(host) => self.by_host.entry(host).or_insert_with(Table::new),
+            HostPattern::Below(domain) => self.below.entry(domain).or_insert_with(Table::new),
+        }
     }
 
     /// Matches a request. `host` is as received (any case, maybe with a port).
@@ -140,7 +159,7 @@ impl<T> Router<T> {
     }
 
     fn table(&self, host: &str) -> &Table {
-        if self.by_host.is_empty() {
+        if self.by_host.is_empty() && self.below.is_empty() {
             return &self.default;
         }
         // Hosts almost always arrive in lower case: only allocate when one does not.
@@ -149,18 +168,17 @@ impl<T> Router<T> {
         } else {
             std::borrow::Cow::Borrowed(host)
         };
+        let name = strip_port(&host);
         self.by_host
             .get(host.as_ref())
-            .or_else(|| self.by_host.get(strip_port(&host)))
+            .or_else(|| self.by_host.get(name))
+            .or_else(|| {
+                if self.below.is_empty() {
+                    return None;
+                }
+                parents(name).find_map(|domain| self.below.get(domain))
+            })
             .unwrap_or(&self.default)
-    }
-}
-
-/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`; `[::1]` stays.
-fn strip_port(host: &str) -> &str {
-    match host.rfind(':') {
-        Some(colon) if !host[colon..].contains(']') => &host[..colon],
-        _ => host,
     }
 }
 
@@ -267,6 +285,34 @@ mod tests {
         assert_eq!(strip_port("a"), "a");
         assert_eq!(strip_port("[::1]:80"), "[::1]");
         assert_eq!(strip_port("[::1]"), "[::1]");
+    }
+
+    #[test]
+    fn a_wildcard_host_takes_the_names_below_it_the_nearest_first() {
+        let r = router(&[
+            route(Some("*.example.com"), None, Some("/"), &[], "any-below"),
+            route(Some("*.b.example.com"), None, Some("/"), &[], "below-b"),
+            route(Some("exact.example.com"), None, Some("/"), &[], "exact"),
+            route(None, None, Some("/"), &[], "default"),
+        ]);
+        assert_eq!(found(&r, "a.example.com", "/", Method::GET).unwrap(), "any-below");
+        assert_eq!(found(&r, "x.a.example.com:80", "/", Method::GET).unwrap(), "any-below");
+        assert_eq!(found(&r, "x.b.example.com", "/", Method::GET).unwrap(), "below-b");
+        assert_eq!(found(&r, "Exact.example.com", "/", Method::GET).unwrap(), "exact");
+        assert_eq!(found(&r, "example.com", "/", Method::GET).unwrap(), "default");
+        assert_eq!(found(&r, "other.org", "/", Method::GET).unwrap(), "default");
+    }
+
+    #[test]
+    fn a_reserved_table_keeps_its_hosts_out_of_the_default_table() {
+        let reserved = [
+            HostPattern::parse(Some("tenant.example")).unwrap(),
+            HostPattern::parse(Some("*.tenant.example")).unwrap(),
+        ];
+        let r = router(&[route(None, None, Some("/"), &[], "default")]).with_tables(&reserved);
+        assert!(matches!(r.route("tenant.example", "/", &Method::GET), Match::NotFound));
+        assert!(matches!(r.route("a.tenant.example", "/", &Method::GET), Match::NotFound));
+        assert_eq!(found(&r, "other.example", "/", Method::GET).unwrap(), "default");
     }
 
     proptest! {
