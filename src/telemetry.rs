@@ -15,6 +15,7 @@
 
 use anyhow::Context;
 use edgegate_host::observe::access_line::{self, ACCESS_TARGET};
+use edgegate_host::observe::audit::AUDIT_TARGET;
 use edgegate_host::observe::log_writer::{Flushed, LogWriter};
 use edgegate_runtime::SPAN_TARGET;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -56,9 +57,14 @@ impl Drop for Telemetry {
 pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let directives = std::env::var("EDGEGATE_LOG").ok();
+    // The audit line of each change through the admin API is kept unless asked about by name.
+    let audited = |d: &str| match d.contains(AUDIT_TARGET) {
+        true => d.to_owned(),
+        false => format!("{d},{AUDIT_TARGET}=info"),
+    };
     let filter = directives
         .as_deref()
-        .and_then(|d| EnvFilter::try_new(d).ok())
+        .and_then(|d| EnvFilter::try_new(audited(d)).ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
     let (writer, guard) = edgegate_host::observe::log_writer::non_blocking(std::io::stderr())?;
     let exporter = exporter()?;

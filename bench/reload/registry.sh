@@ -27,13 +27,13 @@ until curl -sf http://127.0.0.1:5099/v2/ > /dev/null; do sleep 0.1; done
         printf '[workers.w%d]\nmodule = "oci://127.0.0.1:5099/workers/w%d:live"\n[[routes]]\npath = "/w%d"\nworker = "w%d"\n' "$i" "$i" "$i" "$i"
     done
 } > edgegate.toml
-EDGEGATE_ADMIN_TOKEN=bench "$edgegate" serve --config edgegate.toml > serve.log 2>&1 &
+EDGEGATE_ADMIN_TOKEN=bench-token-0123456789abcdef0123456789 "$edgegate" serve --config edgegate.toml > serve.log 2>&1 &
 gateway=$!
 until curl -sf http://127.0.0.1:19099/healthz > /dev/null; do sleep 0.1; done
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 g0=$(cpu $gateway) r0=$(cpu $registry)
 for _ in 1 2 3 4 5; do
-    curl -s -X POST -H 'authorization: Bearer bench' http://127.0.0.1:19099/reload |
+    curl -s -X POST -H 'authorization: Bearer bench-token-0123456789abcdef0123456789' http://127.0.0.1:19099/reload |
         python3 -c 'import json, sys; print("reload took %.0f ms" % json.load(sys.stdin)["took"])'
 done
 hz=$(getconf CLK_TCK)

@@ -124,7 +124,10 @@ fn the_image_serves_read_only_as_non_root_and_drains_on_sigterm() {
     let cache = format!("{container}:/var/cache/edgegate");
     let rest = ["-v", &cache, "-v", &volume, "-p", &publish];
     args.extend(rest.map(String::from));
-    args.extend(["-e", "EDGEGATE_ADMIN_TOKEN=a-test-token", &image].map(String::from));
+    args.extend(
+        ["-e", "EDGEGATE_ADMIN_TOKEN=a-test-token-0123456789abcdef0123456789", &image]
+            .map(String::from),
+    );
     let run = podman(&args.iter().map(String::as_str).collect::<Vec<_>>());
     if !run.status.success() {
         return skip(&format!("podman cannot run a container here: {}", said(&run)));

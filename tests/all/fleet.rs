@@ -13,7 +13,7 @@ use crate::support::{
     wrk_result,
 };
 
-const TOKEN: &str = "fleet-s3cret";
+const TOKEN: &str = "fleet-s3cret-0123456789abcdef0123456789";
 const BODY: &[u8] = br#"{ "a" : 1 }"#;
 
 fn answer(gw: &Gateway) -> (u16, String) {

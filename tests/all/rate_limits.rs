@@ -381,3 +381,71 @@ fn a_refusal_from_redis_is_remembered_until_the_key_may_pass_and_no_longer() {
     assert_eq!(get(&gw, &[]).status, 200);
     assert_eq!(counter(&gw, remembered), 3);
 }
+
+/// A KV namespace named `rate` in the Redis that holds a shared rate limit's counts: a worker
+/// granted it cannot read, list or reset the counts (their key spaces cannot meet), and a
+/// configuration whose namespace prefix would reach into them is refused.
+#[test]
+fn a_kv_namespace_cannot_reach_the_shared_rate_limits_counts() {
+    let Some(redis) = RedisServer::start("a_kv_namespace_cannot_reach") else { return };
+    let text = format!(
+        r#"
+        {runtime}
+        [kv.rate]
+        backend = "redis"
+        url = {url:?}
+        timeout = "2s"
+
+        [workers.h]
+        module = "{hostile}"
+        kv = ["rate"]
+
+        [rate_limits.per-ip]
+        requests = 1
+        per = "1m"
+        scope = "shared"
+        kv = "rate"
+        timeout = "2s"
+        on_error = "fail_closed"
+
+        [[routes]]
+        path = "/limited"
+        respond = {{ status = 200, body = "ok" }}
+        rate_limits = ["per-ip"]
+
+        [[routes]]
+        prefix = "/h"
+        worker = "h"
+        "#,
+        runtime = crate::support::runtime_section(),
+        url = redis.url(),
+        hostile = edgegate_guests::HOSTILE,
+    );
+    let gw = Gateway::start(&text);
+    let limited = || http(gw.addr, "GET", "/limited", &[], b"").status;
+    assert_eq!((limited(), limited()), (200, 429));
+    // The count's key as the policy writes it, after the prefix: what a namespace whose
+    // keys shared the prefix would reach.
+    let key = "per-ip:9:127.0.0.1";
+    let kv =
+        |op: &str| http(gw.addr, "POST", &format!("/h/kv?op={op}&ns=rate&key={key}"), &[], b"");
+    assert_eq!(kv("get").text(), "(none)", "the count is not in the namespace");
+    assert_eq!(kv("list").text(), "", "nor listed");
+    assert_eq!(kv("delete").text(), "false", "nor deleted");
+    assert_eq!(limited(), 429, "the client is still counted");
+
+    // A namespace whose prefix lies inside the policy's: refused at load, naming both.
+    let forged = text.replace(
+        "timeout = \"2s\"\n\n        [workers.h]",
+        "timeout = \"2s\"\n        key_prefix = \"edgegate:rate:per-ip:\"\n\n        [workers.h]",
+    );
+    assert_ne!(forged, text);
+    let (_dir, path) = crate::support::write_config(&forged);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("rate_limits.per-ip") && stderr.contains("kv.rate"), "{stderr}");
+}

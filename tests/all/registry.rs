@@ -119,7 +119,7 @@ fn check(path: &std::path::Path) -> Output {
     edgegate(&["check", "--config", path.to_str().unwrap()], &[])
 }
 
-const TOKEN: &str = "registry-s3cret";
+const TOKEN: &str = "registry-s3cret-0123456789abcdef01234567";
 const BODY: &[u8] = br#"{ "a" : 1 }"#;
 
 fn info(gw: &Gateway, wasm: &[u8]) -> Option<String> {

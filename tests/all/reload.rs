@@ -11,7 +11,7 @@ use crate::support::{
     wrk_result,
 };
 
-const TOKEN: &str = "reload-s3cret";
+const TOKEN: &str = "reload-s3cret-0123456789abcdef0123456789";
 const BODY: &[u8] = br#"{ "a" : 1 }"#;
 
 fn config(module: &Path) -> String {

@@ -397,7 +397,10 @@ pub fn http(
 ) -> Reply {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str("Host: localhost\r\n");
+    }
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-length")) {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }

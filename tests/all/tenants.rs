@@ -57,7 +57,7 @@ fn an_evicted_worker_loads_again_on_its_next_request() {
     assert_eq!(counter(&gw, "edgegate_worker_code_resident"), 1);
 }
 
-const TOKEN: &str = "deploy-secret";
+const TOKEN: &str = "deploy-secret-0123456789abcdef0123456789";
 
 /// A site whose admin API deploys into `deployed/`, with one worker of its own at `/echo`.
 fn deploy_site() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -68,9 +68,11 @@ fn deploy_site() -> (tempfile::TempDir, std::path::PathBuf) {
         {runtime}
         [deploy]
         dir = "deployed"
-        max_module = "64KiB"
-        max_memory = "32MiB"
-        max_routes = 2
+
+        [deploy.caps]
+        module = "64KiB"
+        memory = "32MiB"
+        routes = 2
 
         [workers.echo]
         module = "builtin:echo-json"
@@ -85,7 +87,7 @@ fn deploy_site() -> (tempfile::TempDir, std::path::PathBuf) {
     std::fs::write(&config, text).unwrap();
     std::fs::write(dir.path().join("echo.wasm"), edgegate_guests::ECHO_JSON).unwrap();
     std::fs::copy(edgegate_guests::HOSTILE, dir.path().join("hostile.wasm")).unwrap();
-    std::fs::write(dir.path().join("broken.wasm"), b"\0asm but not really").unwrap();
+    std::fs::write(dir.path().join("broken.wasm"), b"\0asm\x01\0\0\0 but not really").unwrap();
     (dir, config)
 }
 
@@ -132,8 +134,8 @@ fn the_workers_api_deploys_replaces_and_removes_workers_and_a_restart_keeps_them
     assert!(body.contains("invalid_worker"), "{body}");
     let (status, body) =
         refused("other", "[worker]\n[[routes]]\npath = \"/echo\"\n", Some("echo.wasm"));
-    assert_eq!(status, 422, "a route another worker has: {body}");
-    assert!(body.contains("matches the same requests as route `echo`"), "{body}");
+    assert_eq!(status, 422, "a route the file's worker has: {body}");
+    assert!(body.contains("would take requests that the configuration file serves"), "{body}");
     // A clash with another deployed worker is reported against the one being deployed.
     let (status, body) =
         refused("another", "[worker]\n[[routes]]\npath = \"/hello\"\n", Some("echo.wasm"));
@@ -145,13 +147,13 @@ fn the_workers_api_deploys_replaces_and_removes_workers_and_a_restart_keeps_them
     let (status, body) = refused("echo", hello, Some("echo.wasm"));
     assert_eq!(status, 409, "the configuration file's worker: {body}");
     let (status, body) = refused("big", hello, Some("hostile.wasm"));
-    assert_eq!(status, 413, "over deploy.max_module: {body}");
+    assert_eq!(status, 413, "over deploy.caps.module: {body}");
     let (status, body) =
         refused("greedy", "[worker]\nlimits = { memory = \"64MiB\" }\n", Some("echo.wasm"));
-    assert_eq!(status, 422, "over deploy.max_memory: {body}");
-    assert!(body.contains("deploy.max_memory"), "{body}");
+    assert_eq!(status, 422, "over deploy.caps.memory: {body}");
+    assert!(body.contains("caps.memory") && body.contains("(deploy)"), "{body}");
     let three = "[worker]\n[[routes]]\npath = \"/a\"\n[[routes]]\npath = \"/b\"\n[[routes]]\npath = \"/c\"\n";
-    assert_eq!(refused("wide", three, Some("echo.wasm")).0, 422, "over deploy.max_routes");
+    assert_eq!(refused("wide", three, Some("echo.wasm")).0, 422, "over deploy.caps.routes");
     assert_eq!(refused("Bad.Name", hello, Some("echo.wasm")).0, 400);
     assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
     let modules = std::fs::read_dir(d.join("deployed")).unwrap().count();
@@ -265,11 +267,37 @@ fn the_workers_api_deploys_a_worker_by_registry_reference() {
     let gw = Gateway::start_at(&config, &env);
     let hello = format!("[worker]\nmodule = {reference:?}\n[[routes]]\npath = \"/hello\"\n");
     let (status, body) = api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, &hello, None));
+    assert_eq!(status, 422, "a registry [deploy] does not grant: {body}");
+    assert!(body.contains("grants.registries"), "{body}");
+    // Granted: the registry's `team/` repositories, not the whole registry.
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text += &format!("\n[deploy.grants]\nregistries = [\"{}/team/\"]\n", registry.host());
+    std::fs::write(&config, text).unwrap();
+    assert_eq!(crate::support::reload(&gw, Some(TOKEN)).status, 200);
+    let elsewhere = hello.replace("/team/", "/teams/");
+    let (status, _) = api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, &elsewhere, None));
+    assert_eq!(status, 422, "another repository of the registry");
+    let (status, body) = api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, &hello, None));
     assert_eq!(status, 200, "{body}");
     assert_eq!(post(gw.addr, "/hello", b"{\"a\":1}").text(), "{\"a\":1}");
     let workers = listed(&gw);
     let digest = edgegate_runtime::module_digest(edgegate_guests::ECHO_JSON);
     assert!(workers.to_string().contains(&digest), "{workers}");
+    // A pulled module is held to the deployer's caps.module, not only the registry's
+    // largest, even when it is in the store already: a reload that lowers it under hello's
+    // module is refused, and once hello is gone, deploying it again is.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("module = \"64KiB\"", "module = \"1KiB\"")).unwrap();
+    assert_eq!(crate::support::reload(&gw, Some(TOKEN)).status, 422, "hello is over it now");
+    assert_eq!(api(&gw, "DELETE", "/workers/hello", Some(TOKEN), &[]).0, 200);
+    assert_eq!(crate::support::reload(&gw, Some(TOKEN)).status, 200);
+    let (status, body) = api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, &hello, None));
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("caps.module"), "{body}");
+    std::fs::write(&config, text).unwrap();
+    assert_eq!(crate::support::reload(&gw, Some(TOKEN)).status, 200);
+    let (status, body) = api(&gw, "PUT", "/workers/hello", Some(TOKEN), &form(d, &hello, None));
+    assert_eq!(status, 200, "{body}");
 
     registry.stop();
     let other = "[worker]\n[[routes]]\npath = \"/other\"\n";

@@ -17,9 +17,13 @@ use std::time::Duration;
 use edgegate_runtime::units::duration;
 use serde::Deserialize;
 
+use crate::route::ownership::Claims;
+
 pub(crate) mod deploy;
+mod deployed;
 mod error;
 mod fetch;
+pub(crate) mod grants;
 mod identity;
 mod image;
 mod jwt;
@@ -31,15 +35,17 @@ mod route;
 mod runtime;
 mod server;
 mod split;
+pub(crate) mod tenant;
 mod tls;
 pub(crate) mod token;
 mod upstream;
 mod worker;
 
-pub use deploy::{DeployConfig, Deployed};
+pub use deploy::{DeployConfig, Deployed, Owner, Stored};
 pub use error::ConfigError;
 use error::Unreadable;
 pub use fetch::FetchConfig;
+pub use grants::{Caps, Grants};
 pub use identity::IdentityConfig;
 pub use image::ImageConfig;
 pub use jwt::{JwtConfig, KeySourceConfig};
@@ -50,6 +56,7 @@ pub use route::{RespondConfig, RouteConfig};
 pub use runtime::{EngineConfig, MemoryInit};
 pub use server::{ClientAddressHeader, Scheduler, ServerConfig};
 pub use split::{ShadowConfig, SplitConfig, SplitRuleConfig, SplitTargetConfig, StickyConfig};
+pub use tenant::TenantConfig;
 pub use tls::{CertificateConfig, ClientAuthConfig, TlsConfig, TlsVersion};
 pub use upstream::{DEMO_ORIGIN, UpstreamConfig};
 pub use worker::{WorkerConfig, WorkerLimits};
@@ -79,9 +86,13 @@ pub struct Config {
     /// Workers' outbound requests to hosts that are not upstreams.
     #[serde(default)]
     pub fetch: FetchConfig,
-    /// The workers the admin API deploys, and what one deploy may ask for.
+    /// The workers the admin API deploys, and what the admin token may ask for there.
     #[serde(default)]
     pub deploy: DeployConfig,
+    /// The teams that deploy workers with tokens of their own, each within its hosts,
+    /// prefixes, grants and caps.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantConfig>,
     /// Rate-limit policies by name, which routes name (`rate_limits = [...]`).
     #[serde(default)]
     pub rate_limits: BTreeMap<String, RateLimitConfig>,
@@ -123,9 +134,11 @@ pub struct Loaded {
     text: Arc<str>,
     /// The file's configuration, before the deployed workers were merged in.
     main: Arc<Config>,
-    /// The workers the admin API deployed (`[deploy] dir`), by name, with their files' text:
+    /// Who owns which traffic by the file alone: its routes and its tenants'.
+    claims: Arc<Claims<Owner>>,
+    /// The workers the admin API deployed (`[deploy] dir`), by the name each is served under:
     /// merged into [`Loaded::config`].
-    pub deployed: Arc<BTreeMap<String, (Deployed, String)>>,
+    pub deployed: Arc<BTreeMap<String, Stored>>,
 }
 
 impl Loaded {
@@ -160,11 +173,19 @@ impl Loaded {
     /// dir`.
     pub fn from_text(text: &str, file: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
         let main: Arc<Config> = Arc::new(parse_as(text, file)?);
+        if let Some(name) = main.workers.keys().find(|name| name.contains('/')) {
+            return Err(ConfigError::at(
+                file,
+                format!("workers.{name}"),
+                "a worker's name has no `/`: it separates a tenant's name from its workers'",
+            ));
+        }
+        let claims = Arc::new(tenant::claims(&main, file)?);
         let deployed = match main.deploy.resolved_dir(&base_dir) {
-            Some(dir) => deploy::read_dir(&dir)?,
+            Some(dir) => deploy::read_dir(&dir, &main.tenants)?,
             None => BTreeMap::new(),
         };
-        let mut loaded = Self::assemble(main, file, base_dir, deployed, None)?;
+        let mut loaded = Self::assemble(main, claims, file, base_dir, deployed, None)?;
         loaded.text = text.into();
         Ok(loaded)
     }
@@ -173,14 +194,15 @@ impl Loaded {
     /// others, so that a clash is reported against it), checked as one.
     fn assemble(
         main: Arc<Config>,
+        claims: Arc<Claims<Owner>>,
         file: &str,
         base_dir: PathBuf,
-        deployed: BTreeMap<String, (Deployed, String)>,
+        deployed: BTreeMap<String, Stored>,
         last: Option<&str>,
     ) -> Result<Self, ConfigError> {
         let mut config = (*main).clone();
         if let Some(dir) = config.deploy.resolved_dir(&base_dir) {
-            deploy::merge(&mut config, &dir, &deployed, last)?;
+            deployed::merge(&mut config, &dir, &claims, &deployed, last)?;
         }
         validate(&config, file)?;
         Ok(Self {
@@ -191,29 +213,44 @@ impl Loaded {
             path: None,
             text: Arc::from(""),
             main,
+            claims,
             deployed: Arc::new(deployed),
         })
     }
 
-    /// This configuration with worker `name` deployed as `worker` (the text of its file), or
-    /// removed (`None`), checked as a whole. Files are not touched.
+    /// This configuration with worker `name` (the name it is served under) deployed as
+    /// `worker`, or removed (`None`), checked as a whole. Files are not touched.
     pub(crate) fn with_deployed(
         &self,
         name: &str,
-        worker: Option<(Deployed, String)>,
+        worker: Option<Stored>,
     ) -> Result<Self, ConfigError> {
         let mut deployed = (*self.deployed).clone();
         match worker {
             Some(worker) => deployed.insert(name.to_owned(), worker),
             None => deployed.remove(name),
         };
-        let main = self.main.clone();
+        let (main, claims) = (self.main.clone(), self.claims.clone());
         let mut next =
-            Self::assemble(main, &self.file, self.base_dir.clone(), deployed, Some(name))?;
+            Self::assemble(main, claims, &self.file, self.base_dir.clone(), deployed, Some(name))?;
         next.path = self.path.clone();
         next.text = self.text.clone();
         next.env_defaults = self.env_defaults.clone();
         Ok(next)
+    }
+
+    /// Who put worker `name` (as served) in the configuration.
+    pub(crate) fn owner(&self, name: &str) -> Owner {
+        self.deployed.get(name).map_or(Owner::File, |stored| stored.owner.clone())
+    }
+
+    /// What `owner` may ask for: `None` for the configuration file, which may ask for anything.
+    pub(crate) fn allowance(&self, owner: &Owner) -> Option<(&Grants, &Caps)> {
+        match owner {
+            Owner::File => None,
+            Owner::Admin => Some((&self.config.deploy.grants, &self.config.deploy.caps)),
+            Owner::Tenant(tenant) => self.config.tenants.get(tenant).map(|t| (&t.grants, &t.caps)),
+        }
     }
 
     /// The `[deploy] dir`, resolved, if the admin API may deploy.
@@ -271,6 +308,10 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
     }
     for (name, policy) in &config.rate_limits {
         rate_limit::validate(name, policy, config, file)?;
+    }
+    grants::validate(&config.deploy.grants, &config.deploy.caps, "deploy", config, file)?;
+    for (name, tenant) in &config.tenants {
+        tenant::validate(name, tenant, config, file)?;
     }
     for (i, route) in config.routes.iter().enumerate() {
         route::validate(i, route, config, file)?;

@@ -25,6 +25,7 @@ use crate::listen::conn::ConnInfo;
 use crate::observe::access::{self, Access, Logged};
 use crate::observe::metrics::{Level, Raised, RouteMetrics};
 use crate::route::shadow::Digested;
+use told::{Head, Pending};
 
 mod build;
 mod deploy;
@@ -32,8 +33,11 @@ mod dispatch;
 mod ids;
 mod reload;
 mod shadowing;
+mod share;
 mod snapshot;
 mod streamed;
+mod tenants;
+mod told;
 
 pub use build::{Builtins, runtime_config};
 pub use deploy::{DeployError, DeployRequest};
@@ -42,7 +46,8 @@ pub use reload::{ReloadError, Reloaded};
 pub(crate) use snapshot::Snapshot;
 pub use streamed::{GuestBody, Streamed};
 
-use snapshot::{Action, Background, Share, SplitTarget, Target, UpstreamTarget, WorkerTarget};
+use share::Share;
+use snapshot::{Action, Background, SplitTarget, Target, UpstreamTarget, WorkerTarget};
 
 /// What a reload needs that no request does.
 #[derive(Debug)]
@@ -185,12 +190,14 @@ impl Gateway {
         let method = request.method().clone();
         let uri = request.uri().clone();
         let mut logged = Logged::default();
+        let mut routed = None;
         // Awaited where it is made when there is no span to enter: wrapping it would move the
         // dispatch's future (kilobytes) twice more per request.
+        let dispatched = self.dispatch(&snapshot, request, conn, id, &mut logged, &mut routed);
         let result = if span.is_none() {
-            self.dispatch(&snapshot, request, conn, id, &mut logged).await
+            dispatched.await
         } else {
-            self.dispatch(&snapshot, request, conn, id, &mut logged).instrument(span.clone()).await
+            dispatched.instrument(span.clone()).await
         };
         let (mut response, error) = match result {
             Ok(response) => (response, None),
@@ -211,11 +218,29 @@ impl Gateway {
         let metrics = logged.metrics.unwrap_or(&self.unrouted);
         let source = error.as_ref().map_or("-", |e| e.kind.source().as_str());
         metrics.request(status, source, elapsed);
-        metrics.usage(&logged.usage);
         if let Some(error) = &error {
             metrics.failure(logged.worker.unwrap_or("-"), error);
         }
-        access::log(&Access {
+        let tenant = routed.and_then(|target| target.tenant.as_ref());
+        let sent = match response.body_mut() {
+            // A streamed answer is told when its body ends: its bytes, its guest's whole cost,
+            // and whether it was cut.
+            Either::Right(streamed) => match routed {
+                Some(target) => {
+                    let path = uri.path();
+                    let trace_id = trace_id.as_deref();
+                    let head = Head { id, trace_id, method: &method, path, conn, status, started };
+                    let metrics = target.metrics.clone();
+                    let pending = Pending::new(head, &logged, metrics, tenant.cloned());
+                    streamed.get_mut().tell_at_end(pending);
+                    return response;
+                }
+                None => 0,
+            },
+            Either::Left(whole) => whole.size_hint().exact().unwrap_or(0),
+        };
+        logged.response_bytes = sent;
+        let access = Access {
             id,
             trace_id: trace_id.as_deref(),
             method: &method,
@@ -225,7 +250,8 @@ impl Gateway {
             status,
             elapsed,
             error: error.as_ref(),
-        });
+        };
+        told::tell(&access, metrics, tenant.map(|t| &**t));
         response
     }
 

@@ -64,8 +64,11 @@ pub enum RegistryError {
     /// The artifact is not a worker: not exactly one `application/wasm` layer.
     #[error("not a Wasm artifact: {0}")]
     NotAWorker(String),
-    /// The layer is larger than `[registry] max_module`.
-    #[error("the module is {size} bytes, more than registry.max_module ({max})")]
+    /// The layer is larger than `[registry] max_module`, or than the deployer's
+    /// `caps.module`.
+    #[error(
+        "the module is {size} bytes, more than the largest allowed ({max}: registry.max_module, or its deployer's caps.module)"
+    )]
     TooLarge {
         /// Its size, as the manifest or the download says.
         size: u64,

@@ -9,6 +9,7 @@ pub(crate) mod authority;
 pub(crate) mod claims;
 pub mod host_pattern;
 pub(crate) mod identity;
+pub(crate) mod ownership;
 pub mod path;
 pub(crate) mod rate_key;
 pub(crate) mod rate_limit;

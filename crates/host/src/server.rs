@@ -15,6 +15,8 @@ pub mod admin;
 mod answer;
 pub mod files;
 mod per_core;
+mod principal;
+mod usage;
 pub mod watch;
 pub(crate) mod workers;
 

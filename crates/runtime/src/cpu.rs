@@ -33,6 +33,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// The most wall time a poll is charged before its CPU clock is read: longer than the polls
@@ -84,10 +85,13 @@ fn thread_cpu() -> Duration {
 /// Drives `future`, charging each poll to it, so that [`used`] can tell inside a poll how much
 /// the future has consumed; returns its output and the CPU time it used in all. `tick` is the
 /// epoch tick: the most the first poll is charged by the wall clock before its CPU clock is
-/// read (see the module documentation).
+/// read (see the module documentation). Each poll's charge is also added to `sink` (in
+/// nanoseconds) as it ends, so that what was used is known even if the future is dropped
+/// before it completes (a deadline's timer, a client that went away).
 pub(crate) async fn metered<F: Future>(
     mut future: Pin<&mut F>,
     tick: Duration,
+    sink: &AtomicU64,
 ) -> (F::Output, Duration) {
     let mut charged = Duration::ZERO;
     let mut first = true;
@@ -99,7 +103,9 @@ pub(crate) async fn metered<F: Future>(
         let previous = SLICE.replace(Some(slice));
         let poll = future.as_mut().poll(cx);
         let slice = SLICE.replace(previous).unwrap_or(slice);
-        charged += slice.finish();
+        let used = slice.finish();
+        charged += used;
+        sink.fetch_add(u64::try_from(used.as_nanos()).unwrap_or(u64::MAX), Relaxed);
         poll.map(|output| (output, charged))
     })
     .await
@@ -141,6 +147,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn charges_polls_but_not_waits() {
         assert_eq!(used(), None);
+        let sink = AtomicU64::new(0);
         let long_tick = Duration::from_secs(1);
         let (seen, total) = metered(
             pin!(async {
@@ -156,8 +163,10 @@ mod tests {
                 (first, after_wait, used().unwrap())
             }),
             long_tick,
+            &sink,
         )
         .await;
+        assert_eq!(Duration::from_nanos(sink.load(Relaxed)), total, "the sink has it all");
         let (first, after_wait, last) = seen;
         assert!(first >= Duration::from_millis(5));
         assert!(after_wait - first < Duration::from_millis(25), "{first:?} → {after_wait:?}");
@@ -178,6 +187,7 @@ mod tests {
                 (blocked, used().unwrap())
             }),
             tick,
+            &AtomicU64::new(0),
         )
         .await;
         let (blocked, after_burn) = seen;
@@ -186,14 +196,16 @@ mod tests {
         assert!(after_burn < Duration::from_millis(12), "{after_burn:?}");
         assert!(total >= after_burn && total < Duration::from_millis(15), "{total:?}");
         // A short poll nobody asks about is charged its wall time, read without a system call.
-        let ((), short) = metered(pin!(async { burn(Duration::from_micros(100)) }), tick).await;
+        let ((), short) =
+            metered(pin!(async { burn(Duration::from_micros(100)) }), tick, &AtomicU64::new(0))
+                .await;
         assert!(short >= Duration::from_micros(100) && short <= UNCLOCKED, "{short:?}");
         // Preempted polls (here: blocked) are charged at most the cap each, not a tick each:
         // ten of them stay under the default 2 ms budget.
         let mut total = Duration::ZERO;
         for _ in 0..10 {
-            let ((), blocked) =
-                metered(pin!(async { std::thread::sleep(Duration::from_millis(2)) }), tick).await;
+            let sleeping = pin!(async { std::thread::sleep(Duration::from_millis(2)) });
+            let ((), blocked) = metered(sleeping, tick, &AtomicU64::new(0)).await;
             total += blocked;
         }
         assert!(total <= Duration::from_millis(2), "{total:?}");
@@ -210,6 +222,7 @@ mod tests {
                 (before, over(now, Duration::from_millis(3)), over(now, Duration::from_secs(1)))
             }),
             Duration::from_secs(1),
+            &AtomicU64::new(0),
         )
         .await;
         assert!(!before && after && !long, "{before} {after} {long}");
@@ -230,6 +243,7 @@ mod tests {
                 }
             }),
             tick,
+            &AtomicU64::new(0),
         )
         .await;
         assert!(total >= Duration::from_millis(19), "charged {total:?} of 20 ms");

@@ -13,6 +13,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use crate::fetch::Fetcher;
 use crate::keys::Keys;
 use crate::limits::Limits;
+use crate::usage::Progress;
 
 /// A request's id, unique within a gateway process: 16 hex digits in logs and error bodies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,24 +36,6 @@ impl std::fmt::Display for RequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:016x}", self.0)
     }
-}
-
-/// What one request's guest cost, measured whether it answered or failed (what was not
-/// reached stays zero: a request refused for capacity never instantiated).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Wall time waiting for the worker's code: zero when it was resident, else its load
-    /// (from the module cache, or a compile) or the wait for another request's.
-    pub load: Duration,
-    /// Wall time to instantiate the module: a pool slot, copy-on-write memory, the start.
-    pub instantiate: Duration,
-    /// Wall time of the guest's call, waits for async host calls included.
-    pub guest: Duration,
-    /// CPU time of the guest's call on its thread: what the CPU budget counts (the waits are
-    /// not in it).
-    pub cpu: Duration,
-    /// The guest's linear memory at the end, in bytes: its peak, since Wasm memory only grows.
-    pub memory_peak: u64,
 }
 
 /// A request as the runtime hands it to a guest: the head and the complete body.
@@ -123,8 +106,9 @@ pub enum GuestOutcome {
     Response(http::Response<Bytes>),
     /// A response whose head is checked and whose body is still being written: a component's
     /// answer past the buffer. The body ends with an error, not cleanly, if the guest fails
-    /// before it is whole.
-    Streamed(http::Response<StreamedBody>),
+    /// before it is whole. Its [`Progress`] tells what the guest used, and why the body was
+    /// cut if it was, when the body ends.
+    Streamed(http::Response<StreamedBody>, Arc<Progress>),
     /// Proxy the request to an upstream.
     Forward(Forward),
 }

@@ -30,7 +30,7 @@
 //! let request = GuestRequest { body: "{}".into(), ..Default::default() };
 //! match worker.handle(request, RequestId(1)).await {
 //!     Ok(GuestOutcome::Response(response)) => println!("{}", response.status()),
-//!     Ok(GuestOutcome::Streamed(response)) => println!("{}, streaming", response.status()),
+//!     Ok(GuestOutcome::Streamed(response, _)) => println!("{}, streaming", response.status()),
 //!     Ok(GuestOutcome::Forward(forward)) => println!("to {}", forward.upstream),
 //!     Err(error) => println!("{}", error.kind().code()),
 //! }
@@ -61,6 +61,7 @@ mod resident;
 mod source;
 pub mod token;
 pub mod units;
+mod usage;
 mod worker;
 
 #[cfg(test)]
@@ -75,7 +76,7 @@ pub use component::provides as component_provides;
 pub use engine::{BoundsChecks, RuntimeConfig};
 pub use error::{ExecError, ExecErrorKind, LoadError};
 pub use fetch::{FetchError, FetchFuture, Fetcher};
-pub use guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, StreamedBody, Usage};
+pub use guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit, RequestId, StreamedBody};
 pub use image::ImageGrant;
 pub use keys::Keys;
 pub use limits::Limits;
@@ -84,6 +85,7 @@ pub use prune::PRUNE_INTERVAL;
 pub use resident::ResidentStats;
 pub use source::{Source, Stamp};
 pub use units::ByteSize;
+pub use usage::{Progress, Usage};
 pub use worker::{Checked, Worker, WorkerSpec};
 
 /// The engine, host functions and module cache that workers are loaded into. One per process.

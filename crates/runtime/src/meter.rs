@@ -3,6 +3,7 @@
 //! one [`ResourceLimiter`]), its host call budget, and the record of why the runtime stopped
 //! it, so that the trap that follows is told apart from the guest's own.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, Trap, UpdateDeadline};
@@ -10,6 +11,7 @@ use wasmtime::{ResourceLimiter, Trap, UpdateDeadline};
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
 use crate::limits::Limits;
+use crate::usage::Progress;
 
 /// How many core instances, tables and memories one store may have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +72,9 @@ pub(crate) struct Meter {
     pub(crate) held: u64,
     /// Whether the guest runs on a fiber, so that a tick can yield it to other tasks.
     yields: bool,
+    /// Where a streaming guest's memory and KV operations are told as they happen (a
+    /// component's), so that they are known if its store is dropped mid-stream.
+    progress: Option<Arc<Progress>>,
 }
 
 impl Meter {
@@ -98,7 +103,19 @@ impl Meter {
             memory: 0,
             held: 0,
             yields,
+            progress: None,
         }
+    }
+
+    /// This meter, telling `progress` what it counts as it counts it.
+    pub(crate) fn telling(mut self, progress: Arc<Progress>) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// KV operations so far.
+    pub(crate) fn kv_ops(&self) -> u32 {
+        self.kv_ops
     }
 
     /// Bytes of linear memory, all memories together: the most there has been.
@@ -155,6 +172,9 @@ impl Meter {
         match self.kv_ops.checked_add(ops) {
             Some(total) if total <= budget => {
                 self.kv_ops = total;
+                if let Some(progress) = &self.progress {
+                    progress.kv_ops.store(total, std::sync::atomic::Ordering::Relaxed);
+                }
                 true
             }
             _ => false,
@@ -200,6 +220,9 @@ impl ResourceLimiter for Meter {
         self.memory_refused |= !allowed;
         if allowed {
             self.memory = total;
+            if let Some(progress) = &self.progress {
+                progress.set_memory(total);
+            }
         }
         Ok(allowed)
     }

@@ -11,6 +11,7 @@
 //! ```
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -21,10 +22,11 @@ use wasmtime::{Memory, Store, StoreContextMut, UpdateDeadline};
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
 use crate::fetch::FetchError;
-use crate::guest::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
+use crate::guest::{GuestOutcome, GuestRequest, RequestId, WorkerShared};
 use crate::limits::Limits;
 use crate::meter::Meter;
 use crate::outcome;
+use crate::usage::Usage;
 
 /// The per-request state a [`Store`] carries.
 pub(crate) struct RequestState {
@@ -184,18 +186,25 @@ pub(crate) async fn run(
     let (shared, pre) = (target.shared, target.pre);
     let mut store =
         new_store(shared, pre, request, request_len, request_id, deadline, target.fiber);
+    // The guest's CPU, as each poll of its call ends: known even when the deadline's timer
+    // drops the call before it ends.
+    let cpu = AtomicU64::new(0);
 
     let result = if target.fiber {
         // Pinned in place: the future holds Wasmtime's instantiate and call state (a few
         // KiB), and moving it into the timeout would copy all of it on every request.
-        let call = std::pin::pin!(call_guest(&mut store, &target, request_len));
+        let call = std::pin::pin!(call_guest(&mut store, &target, request_len, &cpu));
         tokio::time::timeout_at(deadline.into(), call).await
     } else {
         // Never suspended, so no timer: the epoch ticks stop it at its deadline.
-        Ok(call_guest(&mut store, &target, request_len).await)
+        Ok(call_guest(&mut store, &target, request_len, &cpu).await)
     };
-    let mut usage = store.data().usage;
-    if let Some(memory) = store.data().memory {
+    let state = store.data();
+    let mut usage = state.usage;
+    usage.cpu = Duration::from_nanos(cpu.load(Relaxed)) + state.offloaded_cpu;
+    usage.kv_ops = state.meter.kv_ops();
+    usage.fetches = state.fetches.started;
+    if let Some(memory) = state.memory {
         usage.memory_peak = memory.data_size(&store) as u64;
     }
     let outcome = match result {
@@ -262,6 +271,7 @@ async fn call_guest(
     store: &mut Store<RequestState>,
     target: &Target<'_>,
     request_len: u32,
+    cpu_sink: &AtomicU64,
 ) -> wasmtime::Result<u64> {
     let started = Instant::now();
     let tick = target.shared.epoch_tick;
@@ -274,7 +284,8 @@ async fn call_guest(
         let instantiate = std::future::poll_fn(|_| {
             std::task::Poll::Ready(span.in_scope(|| target.pre.instantiate(&mut *store)))
         });
-        cpu::metered(std::pin::pin!(instantiate), tick).await.0?
+        let gateways = AtomicU64::new(0);
+        cpu::metered(std::pin::pin!(instantiate), tick, &gateways).await.0?
     };
     store.data_mut().usage.instantiate = started.elapsed();
     let memory = instance
@@ -291,23 +302,22 @@ async fn call_guest(
     // slow for reasons that are not the worker's (a cold process whose pages the kernel took
     // back while it sat idle).
     let started = Instant::now();
-    let (result, cpu) = {
+    let result = {
         let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
         let (result, cpu) = if target.fiber {
             let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
-            cpu::metered(call, tick).instrument(span.clone()).await
+            cpu::metered(call, tick, cpu_sink).instrument(span.clone()).await
         } else {
             let call = std::future::poll_fn(|_| {
                 std::task::Poll::Ready(span.in_scope(|| handle.call(&mut *store, request_len)))
             });
-            cpu::metered(std::pin::pin!(call), tick).await
+            cpu::metered(std::pin::pin!(call), tick, cpu_sink).await
         };
         span.record("cpu_us", cpu.as_micros() as u64);
-        (result, cpu)
+        result
     };
-    let state = store.data_mut();
-    state.usage.guest = started.elapsed();
-    state.usage.cpu = cpu + state.offloaded_cpu;
+    // Its CPU is the sink's, which `run` reads (with the host's work charged to it).
+    store.data_mut().usage.guest = started.elapsed();
     result
 }
 

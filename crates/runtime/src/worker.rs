@@ -10,13 +10,14 @@ use crate::compiled::ModuleInfo;
 use crate::entry::{Code, Entry};
 use crate::error::{ExecError, ExecErrorKind, LoadError};
 use crate::fetch::Fetcher;
-use crate::guest::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
+use crate::guest::{GuestOutcome, GuestRequest, RequestId, WorkerShared};
 use crate::keys::Keys;
 use crate::limits::Limits;
 use crate::module_cache::CacheOutcome;
 use crate::request::{self, Target};
 use crate::resident::{Digest, Resident};
 use crate::source::{Source, Stamp};
+use crate::usage::Usage;
 
 /// What to load: a module and the limits and configuration it runs with.
 #[derive(Debug, Clone)]

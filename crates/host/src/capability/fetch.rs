@@ -5,8 +5,9 @@
 //! * `upstream://NAME/path` from an upstream it is granted (`workers.NAME.upstreams`), through
 //!   that upstream's pool, with its timeouts;
 //! * `http(s)://host[:port]/path` from an origin in its `fetch` list, matched on scheme, host
-//!   (case-insensitive) and port (the scheme's default when omitted), through the `[fetch]`
-//!   pool.
+//!   (case-insensitive, or a wildcard's) and port (the scheme's default when omitted), through
+//!   the `[fetch]` pool for that origin's reach (crate::capability::reach): a deployed worker's
+//!   fetches connect only where its deployer's grant lets them.
 //!
 //! Anything else is refused before a connection is made. Hop-by-hop headers and `Host` are
 //! dropped from the guest's request (the pool sets `Host` from the URL); the response body is
@@ -23,10 +24,11 @@ use http::uri::{PathAndQuery, Scheme};
 use http_body_util::{BodyExt, Full};
 
 use crate::capability::origin::Origin;
+use crate::capability::reach::{Guard, Reach};
 use crate::error::error_chain;
-use crate::forward::client::{self, SendFailure};
+use crate::forward::client::{self, ClientError, SendFailure};
 use crate::forward::headers::strip_hop_by_hop;
-use crate::forward::pool::Pool;
+use crate::forward::pool::{Pool, PoolSettings};
 use crate::forward::upstream::Upstream;
 use crate::observe::metrics::Count;
 
@@ -49,6 +51,9 @@ async fn send(
         Ok(Ok(response)) => response,
         Ok(Err(e)) => {
             let detail = format!("{name}: {}", error_chain(&e));
+            if client::refused_by_guard(&e) {
+                return Err(FetchError::NotAllowed(detail));
+            }
             return Err(match client::classify(&e) {
                 SendFailure::Timeout => FetchError::Timeout(detail),
                 SendFailure::Connect | SendFailure::BadResponse => FetchError::Unavailable(detail),
@@ -89,15 +94,58 @@ async fn send(
     Ok(http::Response::from_parts(parts, collected.freeze()))
 }
 
-/// One worker's fetches: its granted upstreams, its allowed origins and the shared pool.
+/// One worker's fetches: its granted upstreams, its allowed origins (each with where it may
+/// connect) and the shared pools.
 #[derive(Debug)]
 pub(crate) struct WorkerFetcher {
     pub(crate) upstreams: HashMap<String, Arc<Upstream>>,
-    pub(crate) origins: Vec<Origin>,
-    /// The `[fetch]` pool.
-    pub(crate) pool: Pool,
+    pub(crate) origins: Vec<(Origin, Reach)>,
+    /// The `[fetch]` pools.
+    pub(crate) pools: Arc<FetchPools>,
     /// `edgegate_fetches_total{worker,outcome}`, by [`Outcome`].
     pub(crate) counts: Arc<[Arc<Count>; Outcome::ALL.len()]>,
+}
+
+/// The `[fetch]` pools, one per [`Reach`]: the operator's workers' (anywhere), and, when
+/// deployed workers fetch, one that keeps away from this host and one for public addresses
+/// only. Connections are never shared between reaches: a pooled connection a worker that may
+/// reach anywhere opened is not one a tenant's worker gets.
+#[derive(Debug)]
+pub(crate) struct FetchPools {
+    anywhere: Pool,
+    guarded: Option<[(Guard, Pool); 2]>,
+}
+
+impl FetchPools {
+    /// The pools of `settings`; the guarded two only if `guarded` (some deployed worker
+    /// fetches), kept from the admin listener at `admin`.
+    pub(crate) fn new(
+        settings: &PoolSettings<'_>,
+        guarded: bool,
+        admin: std::net::SocketAddr,
+    ) -> Result<Self, ClientError> {
+        let anywhere = Pool::new(settings)?;
+        let guarded = if guarded {
+            let pool = |reach| -> Result<(Guard, Pool), ClientError> {
+                let guard = Guard { reach, admin };
+                Ok((guard, Pool::new(&PoolSettings { guard, ..*settings })?))
+            };
+            Some([pool(Reach::Away)?, pool(Reach::Public)?])
+        } else {
+            None
+        };
+        Ok(Self { anywhere, guarded })
+    }
+
+    /// The pool for `reach`, and the guard its connections pass.
+    fn get(&self, reach: Reach) -> (Guard, &Pool) {
+        let guarded = self.guarded.iter().flatten().find(|(guard, _)| guard.reach == reach);
+        match guarded {
+            Some((guard, pool)) => (*guard, pool),
+            // Only the operator's workers reach a fetcher without guarded pools.
+            None => (Guard::none(), &self.anywhere),
+        }
+    }
 }
 
 /// How a fetch ended, for `edgegate_fetches_total{outcome}`.
@@ -206,14 +254,26 @@ impl WorkerFetcher {
         }
         let origin = Origin::of(&uri)
             .ok_or_else(|| FetchError::Invalid(format!("`{uri}`: not http, https or upstream")))?;
-        if !self.origins.contains(&origin) {
+        let host = origin.exact_host().unwrap_or_default().to_owned();
+        let name = format!("{host}:{}", origin.port);
+        // The widest reach among the entries that allow it: an origin granted by name as
+        // well as by a wildcard reaches what its name does.
+        let allowing = self.origins.iter().filter(|(allowed, _)| origin.within(allowed));
+        let Some(reach) = allowing.map(|(_, reach)| *reach).min() else {
             let scheme = if origin.https { Scheme::HTTPS } else { Scheme::HTTP };
             return Err(FetchError::NotAllowed(format!(
-                "{scheme}://{}:{} is not in the worker's fetch list",
-                origin.host, origin.port
+                "{scheme}://{name} is not in the worker's fetch list"
+            )));
+        };
+        let (guard, pool) = self.pools.get(reach);
+        // An address written in the URL is judged here; a name, by the pool as it resolves.
+        if let Ok(ip) = host.trim_matches(['[', ']']).parse::<std::net::IpAddr>()
+            && !guard.allows(std::net::SocketAddr::new(ip, origin.port))
+        {
+            return Err(FetchError::NotAllowed(format!(
+                "{name}: an address this worker may not reach"
             )));
         }
-        let name = format!("{}:{}", origin.host, origin.port);
-        Ok(Box::pin(send(self.pool.clone(), name, request, max_body)))
+        Ok(Box::pin(send(pool.clone(), name, request, max_body)))
     }
 }

@@ -29,7 +29,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::config::{ConfigError, JwtConfig, KeySourceConfig, Loaded};
+use crate::capability::origin::Origin;
+use crate::capability::reach::{Guard, Reach};
+use crate::config::{ConfigError, Grants, JwtConfig, KeySourceConfig, Loaded};
 use crate::error::error_chain;
 use crate::forward::client::{self, HttpClient};
 
@@ -94,18 +96,31 @@ impl Sources {
 }
 
 /// Loads every source of `jwt`, the table at `at` (`workers.NAME.jwt`, `routes[N].identity.jwt`),
-/// fetches its URLs once, and starts refreshing them.
+/// fetches its URLs once, and starts refreshing them. `grants`: those of the deployer of the
+/// worker or route it is for (`None`: the configuration file's), whose `fetch` decides where
+/// a JWKS URL may connect.
 pub(crate) async fn load(
     loaded: &Loaded,
     at: &str,
     jwt: &JwtConfig,
+    grants: Option<&Grants>,
 ) -> Result<WorkerKeys, ConfigError> {
     let mut fixed = Vec::new();
     let mut fetchers = Vec::new();
     for (i, source) in jwt.keys.iter().enumerate() {
         let at = format!("{at}.keys[{i}]");
         match &source.jwks_url {
-            Some(url) => fetchers.push(Fetcher::new(loaded, &at, url, source)?),
+            Some(url) => {
+                let guard = match grants {
+                    None => Guard::none(),
+                    Some(grants) => {
+                        let origin = url.parse::<http::Uri>().ok().and_then(|u| Origin::of(&u));
+                        let reach = origin.and_then(|o| grants.reach(&o)).unwrap_or(Reach::Public);
+                        Guard { reach, admin: loaded.config.server.admin }
+                    }
+                };
+                fetchers.push(Fetcher::new(loaded, &at, url, source, guard)?)
+            }
             None => fixed.extend(fixed_keys(loaded, &at, source)?),
         }
     }
@@ -282,6 +297,7 @@ impl Fetcher {
         at: &str,
         url: &str,
         source: &KeySourceConfig,
+        guard: Guard,
     ) -> Result<Self, ConfigError> {
         let timeout = source.timeout.unwrap_or(DEFAULT_TIMEOUT);
         let ca_file = source.ca_file.as_deref().map(|p| loaded.resolve(p));
@@ -291,6 +307,7 @@ impl Fetcher {
             max_idle: 1,
             ca_file: ca_file.as_deref(),
             name: "(jwks)",
+            guard,
         })
         .map_err(|e| ConfigError::caused(&loaded.file, format!("{at}.ca_file"), e))?;
         let min_refresh = source.min_refresh.unwrap_or(DEFAULT_MIN_REFRESH);

@@ -82,7 +82,8 @@ mod tests {
 
     #[test]
     fn a_space_inside_another_is_refused_naming_both() {
-        let colon = format!("{SHARED}[kv.\"counts:x\"]\nbackend = \"redis\"\nurl = \"redis://o\"\n");
+        let colon =
+            format!("{SHARED}[kv.\"counts:x\"]\nbackend = \"redis\"\nurl = \"redis://o\"\n");
         let e = refused(&colon).expect("a name with `:` reaching into another's space");
         assert!(e.contains("kv.counts:x") && e.contains("inside kv.counts's"), "{e}");
         let forged = format!(

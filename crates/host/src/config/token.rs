@@ -35,8 +35,17 @@ impl Token {
                 TOKEN_ENV,
                 "is set but empty: set it to a secret, or unset it",
             )),
-            token => Ok(Self(token.map(Into::into))),
+            Some(token) => match strong_enough(&token) {
+                Ok(()) => Ok(Self(Some(token.into()))),
+                Err(why) => Err(ConfigError::at("environment", TOKEN_ENV, why)),
+            },
+            None => Ok(Self(None)),
         }
+    }
+
+    /// The sha256 of the token, if one is set: tenants' tokens may not be it.
+    pub(crate) fn hash(&self) -> Option<[u8; 32]> {
+        self.0.as_deref().map(|token| sha256(token.as_bytes()))
     }
 
     /// Whether a token is set.
@@ -73,6 +82,41 @@ impl Token {
     }
 }
 
+/// The fewest characters a token may have: 32, as `openssl rand -hex 16` writes 128 bits.
+pub(crate) const MIN_TOKEN: usize = 32;
+
+/// Values that documentation, examples and manifests have shown as a token: refused however
+/// long, since anyone who read them knows them (shorter ones fail the length check).
+const PLACEHOLDERS: [&str; 1] = ["replace-with-a-long-random-token"];
+
+/// Whether `token` can be a secret: not a known placeholder, and at least [`MIN_TOKEN`]
+/// characters. `Err` says why not.
+pub(crate) fn strong_enough(token: &str) -> Result<(), String> {
+    let lower = token.to_ascii_lowercase();
+    if PLACEHOLDERS.iter().any(|p| lower.trim() == *p) {
+        return Err(format!(
+            "is a placeholder from an example, not a secret: set a random one (openssl rand -hex {})",
+            MIN_TOKEN / 2
+        ));
+    }
+    if token.chars().count() < MIN_TOKEN {
+        return Err(format!(
+            "is {} characters, too short to be a secret: at least {MIN_TOKEN} (openssl rand -hex {})",
+            token.chars().count(),
+            MIN_TOKEN / 2
+        ));
+    }
+    Ok(())
+}
+
+/// The sha256 of `bytes`.
+pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +139,16 @@ mod tests {
         assert!(!guarded.admits(&with(Some("Bearer s3cre"))));
         assert!(!guarded.admits(&with(Some("Bearer s3cret2"))));
         assert!(!guarded.admits(&with(Some("s3cret"))));
+    }
+
+    #[test]
+    fn a_placeholder_or_a_short_token_is_refused_at_start() {
+        let refused = |value: &str| Token::from_value(Some(value.into())).unwrap_err().to_string();
+        assert!(refused("replace-with-a-long-random-token").contains("placeholder"));
+        assert!(refused("Replace-With-A-Long-Random-Token").contains("placeholder"));
+        assert!(refused("short-token").contains("too short"));
+        let random = "3f9c1d0e7a2b4c6d8e0f1a2b3c4d5e6f";
+        assert!(Token::from_value(Some(random.into())).unwrap().is_set());
+        assert_eq!(Token::new(random).hash(), Some(sha256(random.as_bytes())));
     }
 }

@@ -12,6 +12,10 @@
 //! A request is only retried by the pool when it was never written (the pooled connection
 //! turned out closed before the first byte went out), which is safe for any method. Nothing
 //! else is retried: a request that may have reached the upstream is never sent twice.
+//!
+//! A pool for deployed workers' fetches carries a [`Guard`]: it resolves the host itself and
+//! connects only to the addresses the guard allows (crate::capability::reach), so a name that
+//! resolves to this host is refused like the address, before any byte is sent.
 
 use std::future::Future;
 use std::path::Path;
@@ -20,6 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::capability::reach::Guard;
 use crate::observe::metrics::Level;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -44,6 +49,8 @@ pub(crate) struct ClientSettings<'a> {
     pub(crate) ca_file: Option<&'a Path>,
     /// The `upstream` label of its `edgegate_upstream_connections` gauge.
     pub(crate) name: &'a str,
+    /// Where its connections may go.
+    pub(crate) guard: Guard,
 }
 
 /// Why a pool could not be set up.
@@ -100,6 +107,8 @@ pub(crate) fn build(settings: &ClientSettings<'_>) -> Result<HttpClient, ClientE
                 "edgegate_upstream_connections",
                 vec![("upstream", settings.name.to_owned())],
             ),
+            guard: settings.guard,
+            connect_timeout: settings.connect_timeout,
         });
     Ok(Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
@@ -135,31 +144,101 @@ pub(crate) fn classify(error: &hyper_util::client::legacy::Error) -> SendFailure
 }
 
 /// hyper-util's connector, counting the connections it has open in a gauge: the pool's size,
-/// idle and busy together.
+/// idle and busy together. With a guard that restricts, it resolves and connects itself, to
+/// allowed addresses only.
 #[derive(Clone)]
 pub(crate) struct Counting {
     inner: HttpConnector,
     open: Arc<Level>,
+    guard: Guard,
+    connect_timeout: Duration,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A connection the pool's [`Guard`] refused: every address the host resolved to is one the
+/// worker may not reach.
+#[derive(Debug, thiserror::Error)]
+#[error("`{host}` resolves only to addresses this worker may not reach ({addresses})")]
+pub(crate) struct Unreachable {
+    host: String,
+    addresses: String,
 }
 
 impl tower_service::Service<http::Uri> for Counting {
     type Response = Counted;
-    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
+    type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<Counted, Self::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
-        let connecting = self.inner.call(uri);
         let open = self.open.clone();
+        if self.guard.reach == crate::capability::reach::Reach::Anywhere {
+            let connecting = self.inner.call(uri);
+            return Box::pin(async move {
+                let io = connecting.await?;
+                open.add(1);
+                Ok(Counted { io, open })
+            });
+        }
+        let (guard, timeout) = (self.guard, self.connect_timeout);
         Box::pin(async move {
-            let io = connecting.await?;
+            let stream = guarded_connect(&uri, guard, timeout).await?;
             open.add(1);
-            Ok(Counted { io, open })
+            Ok(Counted { io: TokioIo::new(stream), open })
         })
     }
+}
+
+/// Resolves `uri`'s host and connects to the first address `guard` allows that answers.
+async fn guarded_connect(
+    uri: &http::Uri,
+    guard: Guard,
+    timeout: Duration,
+) -> Result<TcpStream, BoxError> {
+    let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+    let https = uri.scheme_str() == Some("https");
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let resolved: Vec<std::net::SocketAddr> =
+        tokio::time::timeout(timeout, tokio::net::lookup_host((host.as_str(), port)))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "resolving timed out"))??
+            .collect();
+    let (allowed, refused): (Vec<_>, Vec<_>) =
+        resolved.into_iter().partition(|addr| guard.allows(*addr));
+    if allowed.is_empty() {
+        let addresses: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        return Err(Box::new(Unreachable { host, addresses: addresses.join(", ") }));
+    }
+    let mut last = None;
+    for addr in allowed {
+        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                stream.set_nodelay(true)?;
+                return Ok(stream);
+            }
+            Ok(Err(e)) => last = Some(e),
+            Err(_) => {
+                last = Some(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))
+            }
+        }
+    }
+    Err(Box::new(last.unwrap_or_else(|| std::io::Error::other("no address answered"))))
+}
+
+/// Whether `error` (a client's) is a connection its pool's guard refused.
+pub(crate) fn refused_by_guard(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(e) = source {
+        if e.is::<Unreachable>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// A connection that lowers its pool's gauge when it closes.

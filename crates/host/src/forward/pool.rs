@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::capability::reach::Guard;
 use crate::config::{FetchConfig, UpstreamConfig};
 use crate::forward::client::{self, ClientError, HttpClient};
 
@@ -31,6 +32,8 @@ pub(crate) struct PoolSettings<'a> {
     pub(crate) ca_file: Option<&'a Path>,
     /// The `upstream` label of its connection gauge: the upstream's name, or `(fetch)`.
     pub(crate) name: &'a str,
+    /// Where its connections may go: anywhere, but for deployed workers' fetches.
+    pub(crate) guard: Guard,
 }
 
 impl<'a> PoolSettings<'a> {
@@ -43,6 +46,7 @@ impl<'a> PoolSettings<'a> {
             max_idle: config.max_idle,
             ca_file: ca,
             name,
+            guard: Guard::none(),
         }
     }
 
@@ -55,6 +59,7 @@ impl<'a> PoolSettings<'a> {
             max_idle: section.max_idle,
             ca_file: ca,
             name: "(fetch)",
+            guard: Guard::none(),
         }
     }
 }
@@ -68,6 +73,7 @@ impl Pool {
             max_idle: settings.max_idle,
             ca_file: settings.ca_file,
             name: settings.name,
+            guard: settings.guard,
         })?;
         Ok(Self {
             client,

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use edgegate_runtime::{
-    Checked, Fetcher, LoadError, ModuleCache, Pruning, Runtime, RuntimeConfig, Source, WorkerSpec,
+    ByteSize, Checked, Fetcher, LoadError, ModuleCache, Pruning, Runtime, RuntimeConfig, Source,
+    WorkerSpec,
 };
 use http::{HeaderValue, Response, header};
 use tokio::sync::Semaphore;
@@ -16,15 +17,19 @@ use tokio::sync::Semaphore;
 use arc_swap::ArcSwap;
 use edgegate_runtime::{Keys, Worker};
 
+use super::tenants::Tenants;
 use super::{
     Action, Background, Gateway, Gauges, RequestIds, Share, Snapshot, SplitTarget, Target,
     UpstreamTarget, WorkerTarget,
 };
-use crate::capability::fetch::WorkerFetcher;
+use crate::capability::fetch::{FetchPools, WorkerFetcher};
 use crate::capability::kv::Mode as KvMode;
 use crate::capability::origin::Origin;
-use crate::config::{ConfigError, DEMO_ORIGIN, JwtConfig, Loaded, RespondConfig, WorkerConfig};
-use crate::forward::pool::{Pool, PoolSettings};
+use crate::capability::reach::Reach;
+use crate::config::{
+    ConfigError, DEMO_ORIGIN, Grants, JwtConfig, Loaded, Owner, RespondConfig, WorkerConfig,
+};
+use crate::forward::pool::PoolSettings;
 use crate::forward::upstream::Upstream;
 use crate::observe::metrics::RouteMetrics;
 use crate::registry::{Credentials, Digest, Pull, Pulled, Resolution, Store};
@@ -91,6 +96,7 @@ impl Gateway {
             sessions: sessions.as_ref(),
             deploying: None,
             registry_fallback: kv_mode == KvMode::Serve,
+            admin_token: token.hash(),
         };
         let snapshot = steps.snapshot(kv, 1).await?;
         snapshot.publish(None);
@@ -130,6 +136,8 @@ pub(super) struct Steps<'a> {
     /// Whether an `oci://` module whose registry is out of reach may be served as it last
     /// resolved (at start-up; a reload or a check fails instead).
     pub(super) registry_fallback: bool,
+    /// The admin token's sha256, if one is set: no tenant's token may be it.
+    pub(super) admin_token: Option<[u8; 32]>,
 }
 
 impl Steps<'_> {
@@ -142,15 +150,18 @@ impl Steps<'_> {
     ) -> Result<Snapshot, ConfigError> {
         let mut background = Background::default();
         let tls = self.load_certificates()?;
+        let previous_tenants = self.previous.map(|p| &*p.tenants);
+        let tenants = Arc::new(Tenants::new(self.loaded, self.admin_token, previous_tenants)?);
         let upstreams = self.open_upstreams(&mut background).await?;
-        let fetch_pool = self.fetch_pool()?;
+        let fetch_pools = self.fetch_pools()?;
         let pulled = self.pull_modules().await?;
         let workers =
-            self.load_workers(&kv, &upstreams, &fetch_pool, &pulled, &mut background).await?;
+            self.load_workers(&kv, &upstreams, &fetch_pools, &pulled, &mut background).await?;
         let shares = self.shares();
         let route_keys = self.load_route_keys(&mut background).await?;
         let rate_limits = self.rate_limits()?;
-        let router = self.compile_routes(&workers, &upstreams, &shares, &route_keys, &rate_limits);
+        let compiled = Compiled { workers: &workers, upstreams: &upstreams, shares: &shares };
+        let router = self.compile_routes(&compiled, &route_keys, &rate_limits, &tenants);
         let config = &self.loaded.config;
         Ok(Snapshot {
             generation,
@@ -177,6 +188,7 @@ impl Steps<'_> {
             ),
             kv,
             tls,
+            tenants,
             _background: background,
         })
     }
@@ -217,11 +229,14 @@ impl Steps<'_> {
         Ok(upstreams)
     }
 
-    /// The `[fetch]` pool.
-    fn fetch_pool(&self) -> Result<Pool, ConfigError> {
+    /// The `[fetch]` pools: with the guarded ones when a deployed worker fetches.
+    fn fetch_pools(&self) -> Result<Arc<FetchPools>, ConfigError> {
         let loaded = self.loaded;
         let ca = loaded.config.fetch.ca_file.as_deref().map(|p| loaded.resolve(p));
-        Pool::new(&PoolSettings::fetch(&loaded.config.fetch, ca.as_deref()))
+        let settings = PoolSettings::fetch(&loaded.config.fetch, ca.as_deref());
+        let guarded = loaded.deployed.values().any(|s| !s.deployed.worker.fetch.is_empty());
+        FetchPools::new(&settings, guarded, loaded.config.server.admin)
+            .map(Arc::new)
             .map_err(|e| ConfigError::caused(&loaded.file, "fetch.ca_file", e))
     }
 
@@ -229,11 +244,18 @@ impl Steps<'_> {
     /// a deploy, only the deployed worker's: the others are carried over as they are.
     async fn pull_modules(&self) -> Result<BTreeMap<String, Pulled>, ConfigError> {
         let loaded = self.loaded;
-        let mut wanted = BTreeMap::new();
+        // By reference: a worker that wants it, and the largest module it may be (a deployed
+        // worker's caps.module; the least of them when several want it).
+        let mut wanted: BTreeMap<String, (String, ByteSize)> = BTreeMap::new();
         for (name, worker) in &loaded.config.workers {
             let carried = self.previous.is_some() && self.deploying.is_some_and(|d| d != name);
             if worker.module.starts_with(crate::registry::SCHEME) && !carried {
-                wanted.entry(worker.module.clone()).or_insert_with(|| name.clone());
+                let cap = loaded.allowance(&loaded.owner(name)).map(|(_, caps)| caps.module);
+                let max = cap.unwrap_or(ByteSize(u64::MAX));
+                let entry = wanted.entry(worker.module.clone()).or_insert((name.clone(), max));
+                if max < entry.1 {
+                    *entry = (name.clone(), max);
+                }
             }
         }
         if wanted.is_empty() {
@@ -261,11 +283,19 @@ impl Steps<'_> {
         });
         let permits = Arc::new(Semaphore::new(PULL_CONCURRENCY));
         let mut pulls = tokio::task::JoinSet::new();
-        for (reference, name) in wanted {
+        for (reference, (name, max)) in wanted {
             let (pull, permits) = (pull.clone(), permits.clone());
             pulls.spawn(async move {
                 let _permit = permits.acquire_owned().await;
-                let pulled = pull.resolve(&reference).await;
+                let pulled = pull.resolve(&reference, max).await.and_then(|pulled| {
+                    // A module stored before, for a worker allowed more, is held to it too.
+                    match source_len(&pulled.module) {
+                        Some(size) if size > max.bytes() => {
+                            Err(crate::registry::RegistryError::TooLarge { size, max })
+                        }
+                        _ => Ok(pulled),
+                    }
+                });
                 (reference, name, pulled)
             });
         }
@@ -314,7 +344,7 @@ impl Steps<'_> {
         &self,
         kv: &Kv,
         upstreams: &HashMap<String, Arc<Upstream>>,
-        fetch_pool: &Pool,
+        fetch_pools: &Arc<FetchPools>,
         pulled: &BTreeMap<String, Pulled>,
         background: &mut Background,
     ) -> Result<BTreeMap<String, (Worker, Arc<[String]>)>, ConfigError> {
@@ -326,6 +356,8 @@ impl Steps<'_> {
         for (name, worker) in &loaded.config.workers {
             let key = format!("workers.{name}.module");
             let previous = self.previous.and_then(|p| p.workers.get(name));
+            let owner = loaded.owner(name);
+            let grants = loaded.allowance(&owner).map(|(grants, _)| grants);
             let loading = async {
                 let source = module_source(loaded, &worker.module, self.builtins, pulled, previous)
                     .map_err(|e| ConfigError::caused(&loaded.file, &key, e))?;
@@ -333,7 +365,7 @@ impl Steps<'_> {
                     Some(jwt) => {
                         let at = format!("workers.{name}.jwt");
                         let loaded_keys =
-                            crate::capability::keyring::load(loaded, &at, jwt).await?;
+                            crate::capability::keyring::load(loaded, &at, jwt, grants).await?;
                         background.0.extend(loaded_keys.tasks);
                         Some(loaded_keys.keys)
                     }
@@ -344,13 +376,13 @@ impl Steps<'_> {
                     source,
                     // Native code only from the operator's own file: never from the admin API
                     // or a registry.
-                    native_code: !loaded.deployed.contains_key(name)
+                    native_code: owner == Owner::File
                         && crate::config::names_a_file(&worker.module),
                     limits: worker.limits.guest.clone(),
                     config: worker_config(worker),
                     keys,
                     kv: worker.kv.iter().map(|ns| kv.namespaces[ns].clone()).collect(),
-                    fetcher: fetcher(name, worker, upstreams, fetch_pool),
+                    fetcher: fetcher(name, worker, upstreams, fetch_pools, grants),
                     image: worker.image.as_ref().map(Into::into),
                 };
                 let prepared = match previous {
@@ -419,7 +451,10 @@ impl Steps<'_> {
                 continue;
             };
             let at = format!("routes[{i}].identity.jwt");
-            let loaded = crate::capability::keyring::load(self.loaded, &at, jwt).await?;
+            // A deployed route's keys are its worker's deployer's to grant.
+            let owner = route.worker.as_deref().map_or(Owner::File, |w| self.loaded.owner(w));
+            let grants = self.loaded.allowance(&owner).map(|(grants, _)| grants);
+            let loaded = crate::capability::keyring::load(self.loaded, &at, jwt, grants).await?;
             background.0.extend(loaded.tasks);
             keys.insert(i, loaded.keys);
         }
@@ -466,12 +501,12 @@ impl Steps<'_> {
     /// The routes, each with its target and metrics.
     fn compile_routes(
         &self,
-        workers: &BTreeMap<String, (Worker, Arc<[String]>)>,
-        upstreams: &HashMap<String, Arc<Upstream>>,
-        shares: &HashMap<String, Share>,
+        compiled: &Compiled<'_>,
         route_keys: &HashMap<usize, Keys>,
         rate_limits: &HashMap<String, Arc<Policy>>,
+        tenants: &Tenants,
     ) -> Router<Target> {
+        let Compiled { workers, upstreams, shares } = *compiled;
         let config = &self.loaded.config;
         let server_limit = config.server.max_request_body.bytes();
         // Validation made sure each route names workers and upstreams that exist.
@@ -548,10 +583,25 @@ impl Steps<'_> {
                     Some(RouteLimit::new(rate_limits.get(policy)?.clone(), policy, name))
                 })
                 .collect();
-            let metrics = Arc::new(RouteMetrics::new(name, &label));
-            Target { action, metrics, identity, rate_limits }
+            // A deployed route serves its own worker only: its tenant is that worker's.
+            let tenant = route.worker.as_deref().and_then(|w| {
+                let owner = self.loaded.owner(w);
+                tenants.get(owner.tenant()?).cloned()
+            });
+            let tenant_name = tenant.as_ref().map(|t| t.name.as_str());
+            let metrics = Arc::new(RouteMetrics::new(name, &label, tenant_name));
+            Target { action, metrics, identity, rate_limits, tenant }
         })
+        .with_tables(&crate::config::tenant::reserved_hosts(config))
     }
+}
+
+/// What the routes are compiled against: the workers, upstreams and shares just built.
+#[derive(Clone, Copy)]
+pub(super) struct Compiled<'a> {
+    workers: &'a BTreeMap<String, (Worker, Arc<[String]>)>,
+    upstreams: &'a HashMap<String, Arc<Upstream>>,
+    shares: &'a HashMap<String, Share>,
 }
 
 /// Whether worker `name` of `loaded` differs from the one `previous` serves: a new worker, a
@@ -579,12 +629,14 @@ fn fixed_response(respond: &RespondConfig) -> Response<Bytes> {
 }
 
 /// The worker's fetcher, if it may fetch anything: its granted upstreams and its `fetch`
-/// origins (both checked by validation).
+/// origins (both checked by validation), each with where it may connect: anywhere for the
+/// configuration file's workers, where its deployer's `grants` let it for a deployed one.
 fn fetcher(
     name: &str,
     worker: &WorkerConfig,
     upstreams: &HashMap<String, Arc<Upstream>>,
-    pool: &Pool,
+    pools: &Arc<FetchPools>,
+    grants: Option<&Grants>,
 ) -> Option<Arc<dyn Fetcher>> {
     if worker.upstreams.is_empty() && worker.fetch.is_empty() {
         return None;
@@ -594,9 +646,22 @@ fn fetcher(
         .iter()
         .filter_map(|name| Some((name.clone(), upstreams.get(name)?.clone())))
         .collect();
-    let origins = worker.fetch.iter().filter_map(|o| Origin::parse(o).ok()).collect();
+    let origins = worker
+        .fetch
+        .iter()
+        .filter_map(|o| Origin::parse(o).ok())
+        .filter_map(|origin| {
+            let reach = match grants {
+                None => Reach::Anywhere,
+                // Admission made sure every origin is granted.
+                Some(grants) => grants.reach(&origin)?,
+            };
+            Some((origin, reach))
+        })
+        .collect();
     let counts = crate::capability::fetch::Outcome::counters(name);
-    Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pool: pool.clone(), counts }))
+    let pools = pools.clone();
+    Some(Arc::new(WorkerFetcher { upstreams: granted, origins, pools, counts }))
 }
 
 /// The module cache's directory, if `[runtime] cache` is on: pulled modules are kept in its
@@ -627,6 +692,16 @@ fn open_cache(loaded: &Loaded) -> Option<ModuleCache> {
 
 /// How many references are resolved at once.
 const PULL_CONCURRENCY: usize = 16;
+
+/// The size of a module's bytes, if they can be had without reading them.
+fn source_len(source: &Source) -> Option<u64> {
+    match source {
+        Source::Bytes(bytes) => Some(bytes.len() as u64),
+        Source::File(path) | Source::Pulled { path, .. } => {
+            std::fs::metadata(path).ok().map(|m| m.len())
+        }
+    }
+}
 
 /// One line per reference: `info` for a module pulled now, `debug` for one already stored,
 /// `warn` for one served as it last resolved because its registry is out of reach.

@@ -21,8 +21,10 @@ use hyper::body::Body;
 use tracing::Instrument;
 
 use super::shadowing::Shadowing;
-use super::snapshot::{Action, Share, Snapshot, SplitTarget, Target};
+use super::share::Share;
+use super::snapshot::{Action, Snapshot, SplitTarget, Target};
 use super::streamed::{Held, Streamed};
+use super::tenants::Tenant;
 use super::{BoxError, Gateway, ResponseBody};
 use crate::config::ServerConfig;
 use crate::error::{ErrorKind, RequestError};
@@ -52,6 +54,7 @@ impl Gateway {
         conn: ConnInfo,
         id: RequestId,
         logged: &mut Logged<'a>,
+        routed: &mut Option<&'a Target>,
     ) -> Result<Response<ResponseBody>, RequestError>
     where
         B: Body<Data = Bytes>,
@@ -60,8 +63,11 @@ impl Gateway {
         admit(&request, &snapshot.server)?;
         let (mut parts, body) = request.into_parts();
         let route = locate(snapshot, &mut parts)?;
+        *routed = Some(&route.target);
         logged.route = Some(&route.name);
         logged.metrics = Some(&route.target.metrics);
+        let tenant = route.target.tenant.as_deref();
+        logged.tenant = tenant.map(|t| t.name.as_str());
         tracing::Span::current().record("route", route.name.as_str());
         let token = match &route.target.identity {
             Some(identity) => Some(identity.admit(&mut parts.headers)?),
@@ -91,6 +97,7 @@ impl Gateway {
             }
         };
         let body = read_body(&parts.headers, body, body_limit, &snapshot.server).await?;
+        logged.request_bytes = body.len() as u64;
         let request = GuestRequest {
             method: parts.method,
             uri: parts.uri,
@@ -106,7 +113,8 @@ impl Gateway {
         // Boxed: a worker's or an upstream's future is kilobytes (Wasmtime's and hyper's
         // state), and this one's would be as large, moved whole each time hyper or the
         // connection moves a request's future, even for a request answered without either.
-        let serving = Box::pin(self.serve(chosen.action, request, conn, id, snapshot, logged));
+        let serving =
+            Box::pin(self.serve(chosen.action, request, conn, id, snapshot, logged, tenant));
         let served = match serving.await {
             Err(error) if matches!(error.kind, ErrorKind::Exec(_)) && retry.is_some() => {
                 let Some(((name, target), request)) = retry else { return Err(error) };
@@ -120,8 +128,9 @@ impl Gateway {
                 );
                 logged.target = Some(name);
                 // The fallback's answer is not the side the shadow compares with.
-                return Box::pin(self.serve(&target.action, request, conn, id, snapshot, logged))
-                    .await;
+                let fallback =
+                    self.serve(&target.action, request, conn, id, snapshot, logged, tenant);
+                return Box::pin(fallback).await;
             }
             result => result,
         };
@@ -155,7 +164,8 @@ impl Gateway {
         }
     }
 
-    /// Serves `request` with a worker or an upstream.
+    /// Serves `request` with a worker or an upstream; a worker of `tenant` within its share.
+    #[allow(clippy::too_many_arguments, reason = "the request, where it came from, and whose")]
     pub(super) async fn serve<'a>(
         &'a self,
         action: &'a Action,
@@ -164,6 +174,7 @@ impl Gateway {
         id: RequestId,
         snapshot: &'a Snapshot,
         logged: &mut Logged<'a>,
+        tenant: Option<&'a Tenant>,
     ) -> Result<Response<ResponseBody>, RequestError> {
         let target = match action {
             Action::Worker(target) => target,
@@ -182,11 +193,22 @@ impl Gateway {
         let span = tracing::Span::current();
         span.record("worker", target.worker.name());
         span.record("worker.digest", target.worker.short_digest());
-        // The share and the slot are held while the guest runs, not while an upstream
-        // answers; the share first, so that a worker past its share holds no slot waiting.
+        // The shares and the slot are held while the guest runs, not while an upstream
+        // answers; the tenant's share, then the worker's, then a slot, so that a worker past a
+        // share holds nothing else while it waits.
         let queue_timeout = snapshot.server.queue_timeout;
+        let tenant_share = match tenant {
+            Some(tenant) => {
+                let whose = format!("tenant {}", tenant.name);
+                Some(take_share(&tenant.share, &whose, queue_timeout).await?)
+            }
+            None => None,
+        };
         let share = match &target.share {
-            Some(share) => Some(take_share(share, target.worker.name(), queue_timeout).await?),
+            Some(share) => {
+                let whose = format!("worker {}", target.worker.name());
+                Some(take_share(share, &whose, queue_timeout).await?)
+            }
             None => None,
         };
         let slot = self.acquire(queue_timeout).await?;
@@ -195,14 +217,16 @@ impl Gateway {
         match outcome? {
             GuestOutcome::Response(response) => Ok(response.map(|b| Either::Left(Full::new(b)))),
             // The guest still runs while its answer streams: the body holds its places.
-            GuestOutcome::Streamed(response) => {
+            GuestOutcome::Streamed(response, progress) => {
                 let share = share.zip(target.share.as_ref().map(|share| &share.semaphore));
-                let held = Held::keep(slot, &self.permits, &self.gauges.slots_in_use, share);
-                let body = |body| Either::Right(Digested::new(Streamed::guest(body, held)));
-                Ok(response.map(body))
+                let tenant_share = tenant_share.zip(tenant.map(|t| &t.share.semaphore));
+                let shares = share.into_iter().chain(tenant_share);
+                let held = Held::keep(slot, &self.permits, &self.gauges.slots_in_use, shares);
+                let streamed = |body| Streamed::guest(body, held, progress);
+                Ok(response.map(|body| Either::Right(Digested::new(streamed(body)))))
             }
             GuestOutcome::Forward(forward) => {
-                drop((share, slot));
+                drop((tenant_share, share, slot));
                 let upstream = snapshot.granted(target, &forward)?;
                 proxy(upstream, forward, conn, snapshot, logged).await
             }
@@ -210,16 +234,17 @@ impl Gateway {
     }
 }
 
-/// A place in `worker`'s share of the instance slots, waiting at most `queue_timeout`.
+/// A place in a share of the instance slots (`whose`: `worker W`, `tenant T`), waiting at
+/// most `queue_timeout`.
 async fn take_share<'a>(
     share: &'a Share,
-    worker: &str,
+    whose: &str,
     queue_timeout: std::time::Duration,
 ) -> Result<tokio::sync::SemaphorePermit<'a>, RequestError> {
     super::take_place(&share.semaphore, queue_timeout, None).await.ok_or_else(|| {
         RequestError::new(
             ErrorKind::Overloaded,
-            format!("worker {worker} has its max_concurrency ({}) in flight", share.places),
+            format!("{whose} has its share ({}) of the instance slots in flight", share.places),
         )
     })
 }

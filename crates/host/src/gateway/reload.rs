@@ -122,6 +122,7 @@ impl Gateway {
             sessions: self.sessions.as_ref(),
             deploying,
             registry_fallback: false,
+            admin_token: self.token.hash(),
         };
         Ok(steps.snapshot(previous.kv.clone(), previous.generation + 1).await?)
     }

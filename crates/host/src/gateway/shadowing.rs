@@ -129,9 +129,9 @@ async fn shadow_answer(
                 return Some(response.map(|b| Either::Left(Full::new(b))));
             }
             // The shadow's task holds its slot until the body is read.
-            GuestOutcome::Streamed(response) => {
-                let body =
-                    |body| Either::Right(Digested::new(Streamed::guest(body, Held::default())));
+            GuestOutcome::Streamed(response, progress) => {
+                let streamed = |body| Streamed::guest(body, Held::default(), progress);
+                let body = |body| Either::Right(Digested::new(streamed(body)));
                 return Some(response.map(body));
             }
             GuestOutcome::Forward(forward) => (snapshot.granted(target, &forward).ok()?, forward),

@@ -11,6 +11,7 @@ use edgegate_runtime::{Forward, Worker};
 use http::Response;
 use tokio::task::JoinHandle;
 
+use super::share::Share;
 use crate::config::{Loaded, ServerConfig};
 use crate::error::{ErrorKind, RequestError};
 use crate::forward::upstream::Upstream;
@@ -51,15 +52,10 @@ pub(crate) struct Snapshot {
     pub(super) kv: Arc<super::build::Kv>,
     /// The TLS listener's configuration: certificates, versions, client authorities.
     pub(super) tls: Option<Arc<rustls::ServerConfig>>,
+    /// The tenants: their tokens' hashes, shares and usage.
+    pub(super) tenants: Arc<super::tenants::Tenants>,
     /// JWKS refreshers and demo origins, stopped when the last request on this snapshot ends.
     pub(super) _background: Background,
-}
-
-/// A worker's share of the instance slots: `max_concurrency` places.
-#[derive(Debug, Clone)]
-pub(super) struct Share {
-    pub(super) places: u32,
-    pub(super) semaphore: Arc<tokio::sync::Semaphore>,
 }
 
 /// Tasks that live as long as the gateway.
@@ -83,6 +79,8 @@ pub(super) struct Target {
     pub(super) identity: Option<Arc<crate::route::identity::Identity>>,
     /// The rate-limit policies the route applies, in order, after its identity check.
     pub(super) rate_limits: Vec<crate::route::rate_limit::RouteLimit>,
+    /// The tenant whose route it is: its share of the slots, and its usage.
+    pub(super) tenant: Option<Arc<super::tenants::Tenant>>,
 }
 
 /// What serves a route's requests.

@@ -1,17 +1,20 @@
 //! A response body sent as it arrives: an upstream's, or a worker's that is still being
 //! written (a component's answer past its buffer). The latter holds the instance slot, and
-//! the worker's share, that its guest still runs in, until the body ends or is dropped.
+//! the worker's and its tenant's shares, that its guest still runs in, until the body ends or
+//! is dropped. Either tells its request (super::told) when it ends: whole, cut, or dropped by
+//! a client that went away, with the bytes it carried.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use edgegate_runtime::StreamedBody;
+use edgegate_runtime::{Progress, StreamedBody};
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::BoxError;
+use super::told::{Ended, Pending};
 use crate::forward::upstream::UpstreamBody;
 use crate::observe::metrics::{Level, Raised};
 
@@ -22,6 +25,7 @@ pin_project_lite::pin_project! {
     pub struct Streamed {
         #[pin]
         inner: Inner,
+        teller: Teller,
     }
 }
 
@@ -34,7 +38,31 @@ pin_project_lite::pin_project! {
     }
 }
 
-/// A worker's streamed answer, and the instance slot (and share place) its guest runs in.
+/// What a streamed body tells of its request when it ends: the bytes it carried, and how it
+/// ended. Told at the end, or when dropped before it (the client went away).
+#[derive(Debug, Default)]
+struct Teller {
+    pending: Option<Box<Pending>>,
+    sent: u64,
+    /// A guest's: what it used, and why its answer was cut.
+    progress: Option<Arc<Progress>>,
+}
+
+impl Teller {
+    fn end(&mut self, ended: Ended) {
+        if let Some(pending) = self.pending.take() {
+            pending.tell(self.sent, ended, self.progress.as_deref());
+        }
+    }
+}
+
+impl Drop for Teller {
+    fn drop(&mut self) {
+        self.end(Ended::Dropped);
+    }
+}
+
+/// A worker's streamed answer, and the instance slot (and share places) its guest runs in.
 pub struct GuestBody {
     body: StreamedBody,
     _held: Held,
@@ -49,16 +77,22 @@ impl std::fmt::Debug for GuestBody {
 impl Streamed {
     /// An upstream's answer.
     pub(crate) fn upstream(body: UpstreamBody) -> Self {
-        Self { inner: Inner::Upstream { body } }
+        Self { inner: Inner::Upstream { body }, teller: Teller::default() }
     }
 
-    /// A worker's answer, holding `held` until it ends.
-    pub(super) fn guest(body: StreamedBody, held: Held) -> Self {
-        Self { inner: Inner::Guest { body: GuestBody { body, _held: held } } }
+    /// A worker's answer, holding `held` until it ends; `progress` is its guest's.
+    pub(super) fn guest(body: StreamedBody, held: Held, progress: Arc<Progress>) -> Self {
+        let teller = Teller { pending: None, sent: 0, progress: Some(progress) };
+        Self { inner: Inner::Guest { body: GuestBody { body, _held: held } }, teller }
+    }
+
+    /// Tells `pending` when the body ends.
+    pub(super) fn tell_at_end(&mut self, pending: Pending) {
+        self.teller.pending = Some(Box::new(pending));
     }
 }
 
-/// An instance slot and a share place taken for a request, given back when dropped: the
+/// An instance slot and share places taken for a request, given back when dropped: the
 /// permits' places are added back to their semaphores and the slots gauge lowered.
 #[derive(Debug, Default)]
 pub(super) struct Held {
@@ -67,19 +101,19 @@ pub(super) struct Held {
 }
 
 impl Held {
-    /// Keeps `slot` (its semaphore is `slots`, its gauge `in_use`) and `share` past the
-    /// permits' borrows.
-    pub(super) fn keep(
+    /// Keeps `slot` (its semaphore is `slots`, its gauge `in_use`) and `shares` (the
+    /// worker's, its tenant's) past the permits' borrows.
+    pub(super) fn keep<'a>(
         slot: (SemaphorePermit<'_>, Raised<'_>),
         slots: &Arc<Semaphore>,
         in_use: &Arc<Level>,
-        share: Option<(SemaphorePermit<'_>, &Arc<Semaphore>)>,
+        shares: impl IntoIterator<Item = (SemaphorePermit<'a>, &'a Arc<Semaphore>)>,
     ) -> Self {
         let (permit, raised) = slot;
         permit.forget();
         std::mem::forget(raised);
         let mut places = vec![slots.clone()];
-        if let Some((permit, semaphore)) = share {
+        for (permit, semaphore) in shares {
             permit.forget();
             places.push(semaphore.clone());
         }
@@ -106,10 +140,30 @@ impl Body for Streamed {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.project().inner.project() {
-            InnerProj::Upstream { body } => body.poll_frame(cx),
-            InnerProj::Guest { body } => Pin::new(&mut body.body).poll_frame(cx),
+        let this = self.project();
+        let (frame, at_end) = match this.inner.project() {
+            InnerProj::Upstream { mut body } => {
+                let frame = std::task::ready!(body.as_mut().poll_frame(cx));
+                (frame, body.is_end_stream())
+            }
+            InnerProj::Guest { body } => {
+                let frame = std::task::ready!(Pin::new(&mut body.body).poll_frame(cx));
+                (frame, body.body.is_end_stream())
+            }
+        };
+        let teller = this.teller;
+        match &frame {
+            Some(Ok(frame)) => {
+                teller.sent += frame.data_ref().map_or(0, |data| data.len() as u64);
+                // hyper stops polling a body that says it has ended.
+                if at_end {
+                    teller.end(Ended::Whole);
+                }
+            }
+            Some(Err(_)) => teller.end(Ended::Failed),
+            None => teller.end(Ended::Whole),
         }
+        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {

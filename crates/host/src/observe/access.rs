@@ -25,6 +25,16 @@ pub(crate) struct Logged<'a> {
     pub(crate) upstream_time: Option<Duration>,
     /// The split target chosen, on a split route.
     pub(crate) target: Option<&'a str>,
+    /// The tenant whose route it is.
+    pub(crate) tenant: Option<&'a str>,
+    /// Request body bytes read.
+    pub(crate) request_bytes: u64,
+    /// Response body bytes sent: known when the answer has been sent.
+    pub(crate) response_bytes: u64,
+    /// Why the answer was cut off after its head was sent, if it was: the code of the limit
+    /// or failure that cut it (`response_too_large`, `deadline_exceeded`, `trap`, …),
+    /// `upstream_body`, or `client_closed` for a client that went away first.
+    pub(crate) cut: Option<&'a str>,
 }
 
 /// One request's access log line.
@@ -53,6 +63,7 @@ pub(crate) fn log(access: &Access<'_>) {
         path,
         route: logged.route.unwrap_or("-"),
         target: logged.target.unwrap_or("-"),
+        tenant: logged.tenant.unwrap_or("-"),
         worker: logged.worker.unwrap_or("-"),
         digest: logged.digest.unwrap_or("-"),
         upstream: logged.upstream.unwrap_or("-"),
@@ -62,11 +73,16 @@ pub(crate) fn log(access: &Access<'_>) {
         duration_us: access.elapsed.as_micros() as u64,
         cpu_us: logged.usage.cpu.as_micros() as u64,
         memory_peak: logged.usage.memory_peak,
+        bytes_in: logged.request_bytes,
+        bytes_out: logged.response_bytes,
+        cut: logged.cut.unwrap_or("-"),
         source: error.map_or("-", |e| e.kind.source().as_str()),
         error: error.map_or("-", |e| e.kind.code()),
         detail: error.map_or("", |e| e.detail.as_str()),
     };
     let level = match error.map(|e| e.kind.source()) {
+        // An answer cut short is a failure, whatever its status said.
+        None if logged.cut.is_some_and(|c| c != "client_closed") => Level::WARN,
         None | Some(Source::Client) => Level::INFO,
         Some(Source::Worker | Source::Upstream) => Level::WARN,
         Some(Source::Host) => Level::ERROR,
@@ -89,6 +105,7 @@ fn event(level: Level, line: &Line<'_>) {
                 path = line.path,
                 route = line.route,
                 target = line.target,
+                tenant = line.tenant,
                 worker = line.worker,
                 digest = line.digest,
                 upstream = line.upstream,
@@ -98,6 +115,9 @@ fn event(level: Level, line: &Line<'_>) {
                 duration_us = line.duration_us,
                 cpu_us = line.cpu_us,
                 memory_peak = line.memory_peak,
+                bytes_in = line.bytes_in,
+                bytes_out = line.bytes_out,
+                cut = line.cut,
                 source = line.source,
                 error = line.error,
                 detail = line.detail,
@@ -173,6 +193,7 @@ mod tests {
             path,
             route: "kv",
             target: "-",
+            tenant: "-",
             worker: "kv-lookup",
             digest: "sha256:1f2e3d4c",
             upstream: "-",
@@ -182,6 +203,9 @@ mod tests {
             duration_us: 1047,
             cpu_us: 0,
             memory_peak: 131072,
+            bytes_in: 0,
+            bytes_out: 256,
+            cut: "-",
             source: "-",
             error: "-",
             detail,

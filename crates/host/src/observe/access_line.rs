@@ -33,6 +33,7 @@ pub(crate) struct Line<'a> {
     pub(crate) path: &'a str,
     pub(crate) route: &'a str,
     pub(crate) target: &'a str,
+    pub(crate) tenant: &'a str,
     pub(crate) worker: &'a str,
     pub(crate) digest: &'a str,
     pub(crate) upstream: &'a str,
@@ -42,6 +43,9 @@ pub(crate) struct Line<'a> {
     pub(crate) duration_us: u64,
     pub(crate) cpu_us: u64,
     pub(crate) memory_peak: u64,
+    pub(crate) bytes_in: u64,
+    pub(crate) bytes_out: u64,
+    pub(crate) cut: &'a str,
     pub(crate) source: &'a str,
     pub(crate) error: &'a str,
     pub(crate) detail: &'a str,
@@ -111,6 +115,7 @@ pub(crate) fn format(out: &mut String, json: bool, level: Level, line: &Line<'_>
     fields.string("path", line.path);
     fields.string("route", line.route);
     fields.string("target", line.target);
+    fields.string("tenant", line.tenant);
     fields.string("worker", line.worker);
     fields.string("digest", line.digest);
     fields.string("upstream", line.upstream);
@@ -120,6 +125,9 @@ pub(crate) fn format(out: &mut String, json: bool, level: Level, line: &Line<'_>
     fields.number("duration_us", line.duration_us);
     fields.number("cpu_us", line.cpu_us);
     fields.number("memory_peak", line.memory_peak);
+    fields.number("bytes_in", line.bytes_in);
+    fields.number("bytes_out", line.bytes_out);
+    fields.string("cut", line.cut);
     fields.string("source", line.source);
     fields.string("error", line.error);
     fields.string("detail", line.detail);

@@ -249,6 +249,41 @@ const METRICS: &[(&str, Kind, &str)] = &[
     ),
     ("edgegate_build_info", Kind::Gauge, "Always 1; the labels name the build"),
     (
+        "edgegate_tenant_requests_total",
+        Kind::Count,
+        "Requests routed to a tenant's routes, by tenant",
+    ),
+    (
+        "edgegate_tenant_cpu_seconds_total",
+        Kind::Count,
+        "CPU time of a tenant's guests, streamed answers and the host's work for them included, by tenant",
+    ),
+    (
+        "edgegate_tenant_request_bytes_total",
+        Kind::Count,
+        "Request body bytes a tenant's routes received, by tenant",
+    ),
+    (
+        "edgegate_tenant_response_bytes_total",
+        Kind::Count,
+        "Response body bytes a tenant's routes sent (as far as sent), by tenant",
+    ),
+    (
+        "edgegate_tenant_kv_operations_total",
+        Kind::Count,
+        "KV operations a tenant's workers made (a batch counts each key), by tenant",
+    ),
+    (
+        "edgegate_tenant_fetches_total",
+        Kind::Count,
+        "Outbound requests a tenant's workers started, by tenant",
+    ),
+    (
+        "edgegate_responses_cut_total",
+        Kind::Count,
+        "Answers cut off after their head was sent, by route, worker and reason (response_too_large, deadline_exceeded, a worker's failure, upstream_body)",
+    ),
+    (
         "edgegate_log_lines_dropped_total",
         Kind::Counter,
         "Log lines dropped because the log queue was full (stderr not read fast enough)",
@@ -284,11 +319,15 @@ struct Outcome {
 pub(crate) struct RouteMetrics {
     route: String,
     worker: String,
+    /// The tenant whose route it is, if one's: a label of its requests' series.
+    tenant: Option<String>,
     /// By status and error source.
     outcomes: Keyed<(u16, &'static str), Outcome>,
     /// `edgegate_traps_total` and `edgegate_limit_hits_total`, by name, label and worker
     /// (a split route's targets are several).
     failures: Keyed<(&'static str, &'static str, String), Arc<Count>>,
+    /// `edgegate_responses_cut_total`, by worker and reason.
+    cuts: Keyed<(String, String), Arc<Count>>,
     guest: std::sync::OnceLock<Guest>,
 }
 
@@ -344,6 +383,12 @@ pub(crate) fn counter(name: &'static str, labels: series::Labels) -> Arc<Count> 
     series::counter(name, help(name), labels)
 }
 
+/// The series of counter `name` (a [`Kind::Count`] metric of seconds) with `labels`, which
+/// counts nanoseconds.
+pub(crate) fn seconds_counter(name: &'static str, labels: series::Labels) -> Arc<Count> {
+    series::seconds_counter(name, help(name), labels)
+}
+
 impl std::fmt::Debug for RouteMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RouteMetrics").field("route", &self.route).finish_non_exhaustive()
@@ -351,8 +396,8 @@ impl std::fmt::Debug for RouteMetrics {
 }
 
 impl RouteMetrics {
-    /// The handles of `route`, served by `worker`.
-    pub(crate) fn new(route: &str, worker: &str) -> Self {
+    /// The handles of `route`, served by `worker`, of `tenant` if a tenant's.
+    pub(crate) fn new(route: &str, worker: &str, tenant: Option<&str>) -> Self {
         let guest = std::sync::OnceLock::new();
         if let Some(existing) = Guest::existing(worker) {
             let _ = guest.set(existing);
@@ -360,8 +405,10 @@ impl RouteMetrics {
         Self {
             route: route.to_owned(),
             worker: worker.to_owned(),
+            tenant: tenant.map(str::to_owned),
             outcomes: Keyed::default(),
             failures: Keyed::default(),
+            cuts: Keyed::default(),
             guest,
         }
     }
@@ -372,8 +419,10 @@ impl RouteMetrics {
         Self {
             route: "-".to_owned(),
             worker: "-".to_owned(),
+            tenant: None,
             outcomes: Keyed::default(),
             failures: Keyed::default(),
+            cuts: Keyed::default(),
             guest: std::sync::OnceLock::from(Guest {
                 instantiate: Buckets::detached(&SECONDS),
                 cpu: Buckets::detached(&SECONDS),
@@ -385,12 +434,13 @@ impl RouteMetrics {
     /// Records one answered request.
     pub(crate) fn request(&self, status: u16, source: &'static str, elapsed: Duration) {
         let make = || {
-            let labels = vec![
+            let mut labels = vec![
                 ("route", self.route.clone()),
                 ("worker", self.worker.clone()),
                 ("status", status.to_string()),
                 ("source", source.to_owned()),
             ];
+            labels.extend(self.tenant.iter().map(|tenant| ("tenant", tenant.clone())));
             Outcome {
                 requests: counter("edgegate_requests_total", labels.clone()),
                 duration: histogram("edgegate_request_duration_seconds", &SECONDS, labels),
@@ -430,6 +480,21 @@ impl RouteMetrics {
         };
         let make = || counter(name, vec![("worker", worker.to_owned()), (key, label.to_owned())]);
         self.failures.with((name, label, worker.to_owned()), make, |count| count.increment(1));
+    }
+
+    /// Counts an answer of `worker` (`-` for an upstream's) cut short after its head was sent,
+    /// for `reason`.
+    pub(crate) fn cut(&self, worker: &str, reason: &str) {
+        let make = || {
+            let labels = vec![
+                ("route", self.route.clone()),
+                ("worker", worker.to_owned()),
+                ("reason", reason.to_owned()),
+            ];
+            counter("edgegate_responses_cut_total", labels)
+        };
+        let key = (worker.to_owned(), reason.to_owned());
+        self.cuts.with(key, make, |count| count.increment(1));
     }
 
     /// Records what a request's guest cost, if it got as far as an instance.

@@ -70,12 +70,18 @@ pub enum Resolution {
 }
 
 impl Pull {
-    /// Resolves `text` (`oci://…`) and makes its module available.
-    pub async fn resolve(&self, text: &str) -> Result<Pulled, RegistryError> {
+    /// Resolves `text` (`oci://…`) and makes its module available, pulling at most
+    /// `max_module` (or [`Pull::max_module`], if that is less).
+    pub async fn resolve(
+        &self,
+        text: &str,
+        max_module: edgegate_runtime::ByteSize,
+    ) -> Result<Pulled, RegistryError> {
         let reference = parse(text)?;
         let registry = reference.resolve_registry().to_owned();
         let after = self.timeout;
-        let online = tokio::time::timeout(after, self.online(text, &reference))
+        let max = edgegate_runtime::ByteSize(max_module.bytes().min(self.max_module.bytes()));
+        let online = tokio::time::timeout(after, self.online(text, &reference, max))
             .await
             .unwrap_or(Err(RegistryError::Timeout { registry, after }));
         match online {
@@ -95,7 +101,12 @@ impl Pull {
     }
 
     /// Resolved by the registry.
-    async fn online(&self, text: &str, reference: &Reference) -> Result<Pulled, RegistryError> {
+    async fn online(
+        &self,
+        text: &str,
+        reference: &Reference,
+        max: edgegate_runtime::ByteSize,
+    ) -> Result<Pulled, RegistryError> {
         let registry = reference.resolve_registry().to_owned();
         let auth = self.credentials.get(&registry).await?;
         let insecure = self.insecure.contains(&registry);
@@ -115,7 +126,6 @@ impl Pull {
         let pinned = reference.clone_with_digest(manifest.to_string());
         let (image, _) = client.pull_image_manifest(&pinned, &auth).await.map_err(failed)?;
         let (descriptor, layer) = wasm_layer(&image)?;
-        let max = self.max_module;
         let size = u64::try_from(descriptor.size).unwrap_or(u64::MAX);
         if size > max.bytes() {
             return Err(RegistryError::TooLarge { size, max });
@@ -220,7 +230,9 @@ impl tokio::io::AsyncWrite for Bounded {
     ) -> Poll<std::io::Result<usize>> {
         if (self.bytes.len() + buf.len()) as u64 > self.max.bytes() {
             self.over = true;
-            return Poll::Ready(Err(std::io::Error::other("larger than registry.max_module")));
+            return Poll::Ready(Err(std::io::Error::other(
+                "larger than the largest module allowed",
+            )));
         }
         self.bytes.extend_from_slice(buf);
         Poll::Ready(Ok(buf.len()))

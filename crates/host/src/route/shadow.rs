@@ -230,6 +230,11 @@ impl<B> Digested<B> {
         Self { inner, context: None, done: None }
     }
 
+    /// The body it passes on.
+    pub(crate) fn get_mut(&mut self) -> &mut B {
+        &mut self.inner
+    }
+
     /// Hashes from now on, and sends the digest to `done` at the end.
     pub(crate) fn tap(&mut self, done: oneshot::Sender<[u8; 32]>) {
         self.context = Some(ring::digest::Context::new(&ring::digest::SHA256));

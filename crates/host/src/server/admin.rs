@@ -1,7 +1,8 @@
 //! The admin listener: `GET /healthz` answers 200 while serving and 503 while draining;
 //! `GET /metrics` answers the Prometheus text format (see [`crate::observe::metrics`]); `POST /reload`
 //! reloads the configuration and workers and answers with the result as JSON; `/workers` is
-//! the workers API (`crate::server::workers`). When
+//! the workers API (`crate::server::workers`); `/tenants/NAME/usage` a tenant's usage
+//! (`crate::server::usage`). With tenants configured, `/metrics` needs the admin token. When
 //! `EDGEGATE_ADMIN_TOKEN` is set, `/reload` needs `Authorization: Bearer <that token>`; set
 //! and empty, the gateway refuses to start (an empty secret must not open the door).
 //!
@@ -57,9 +58,13 @@ pub(crate) async fn serve(mut acceptor: Acceptor, listener: Listener) {
                         if path == "/reload" {
                             reload(&request, &gateway, &gateway.token).await
                         } else if path == "/workers" || path.starts_with("/workers/") {
-                            crate::server::workers::serve(request, &gateway, &gateway.token).await
+                            crate::server::workers::serve(request, &gateway, peer).await
+                        } else if path.starts_with("/tenants/") {
+                            crate::server::usage::serve(&request, &gateway)
+                        } else if path == "/metrics" && !metrics_allowed(&request, &gateway) {
+                            crate::server::workers::unauthorized(true)
                         } else {
-                            if request.uri().path() == "/metrics" {
+                            if path == "/metrics" {
                                 let stats = gateway.runtime.resident_stats();
                                 crate::observe::metrics::record_resident(stats);
                             }
@@ -74,6 +79,15 @@ pub(crate) async fn serve(mut acceptor: Acceptor, listener: Listener) {
             drop(place);
         });
     }
+}
+
+/// Whether `request` may read `/metrics`: anyone while no tenant is configured (the admin
+/// listener is the operator's); with tenants, whose names and usage it shows, the admin token
+/// only (a Prometheus scrape sends it as a bearer token).
+fn metrics_allowed<B>(request: &Request<B>, gateway: &Gateway) -> bool {
+    !gateway.has_tenants()
+        || super::principal::Principal::of(request, gateway)
+            == Some(super::principal::Principal::Admin)
 }
 
 /// `POST /reload`: 200 with the generation and what changed, 422 with the error (the old

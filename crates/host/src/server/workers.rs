@@ -1,46 +1,71 @@
-//! The admin API's workers (docs/deploy.md#the-workers-api):
+//! The admin listener's workers (docs/deploy.md#the-workers-api):
 //!
-//! * `GET /workers`: every worker served, as JSON: its module's digest, whether the API
-//!   deployed it, whether its code is resident, its routes.
+//! * `GET /workers`: every worker served (a tenant sees only its own), as JSON: its module's
+//!   digest, its tenant, whether and when the API deployed it, whether its code is resident,
+//!   its routes.
 //! * `PUT /workers/NAME`: deploys a worker, from a `multipart/form-data` body with a `worker`
 //!   part (TOML: a `[worker]` table as `[workers.NAME]` has it, and its `[[routes]]`) and a
-//!   `module` part (the Wasm), and answers as `POST /reload` does.
+//!   `module` part (binary Wasm), and answers as `POST /reload` does.
 //! * `DELETE /workers/NAME`: removes a worker the API deployed.
 //!
-//! Changes need `EDGEGATE_ADMIN_TOKEN` set and given as a bearer token: code is deployed only
-//! by whoever holds the secret, even on loopback.
+//! Changes need a token: the admin token (`EDGEGATE_ADMIN_TOKEN`, which must be set for it),
+//! whose workers are its own, or a tenant's, whose workers are the tenant's (`/workers/NAME`
+//! is `TENANT/NAME` to it). The admin token reaches a tenant's as `/workers/TENANT/NAME`.
+//! Each change, done or refused, writes an audit line (crate::observe::audit).
+
+use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 
 use super::answer::json;
-use crate::config::token::Token;
-use crate::gateway::{DeployError, DeployRequest, Gateway, ReloadError};
+use super::principal::Principal;
+use crate::config::Owner;
+use crate::gateway::{DeployError, DeployRequest, Gateway, ReloadError, Reloaded};
+use crate::observe::audit::{self, Change};
 
-/// Answers a request under `/workers`.
+/// Answers a request under `/workers`, from the admin connection of `peer`.
 pub(crate) async fn serve(
     request: Request<hyper::body::Incoming>,
     gateway: &Gateway,
-    token: &Token,
+    peer: SocketAddr,
 ) -> Response<Full<Bytes>> {
     let path = request.uri().path().to_owned();
     let name = path.strip_prefix("/workers").unwrap_or_default();
     let allowed = if name.is_empty() { "GET" } else { "PUT, DELETE" };
     let writes = request.method() != Method::GET;
-    if (writes && !token.is_set()) || !token.admits(&request) {
-        return unauthorized(token.is_set());
+    let token_set = gateway.token.is_set();
+    let Some(who) = Principal::of(&request, gateway) else {
+        return unauthorized(token_set || gateway.has_tenants());
+    };
+    if writes && who == Principal::Admin && !token_set {
+        return unauthorized(false);
     }
     match (request.method().clone(), name.strip_prefix('/')) {
-        (Method::GET, None) => list(gateway),
-        (Method::PUT, Some(name)) => {
-            let max = gateway.deploy_limits().max_module.bytes();
-            match read_deploy(request, max).await {
-                Ok(deploy) => answer(gateway.deploy(name, deploy).await),
-                Err(error) => answer(Err(error)),
-            }
+        (Method::GET, None) => list(gateway, &who),
+        (method @ (Method::PUT | Method::DELETE), Some(path)) => {
+            let Some((owner, name)) = whose(&who, path, gateway) else {
+                let body = serde_json::json!({
+                    "error": "no_such_worker",
+                    "message": format!("no worker `{path}` of yours"),
+                });
+                return json(StatusCode::NOT_FOUND, body.to_string());
+            };
+            let qualified = owner.qualified(&name);
+            let result = if method == Method::PUT {
+                let max = gateway.max_module(&owner);
+                match read_deploy(request, max).await {
+                    Ok(deploy) => gateway.deploy(&owner, &name, deploy).await,
+                    Err(error) => Err(error),
+                }
+            } else {
+                gateway.undeploy(&owner, &name).await
+            };
+            let action = if method == Method::PUT { "deploy" } else { "undeploy" };
+            audit_change(gateway, &who, peer, action, &qualified, &result);
+            answer(result)
         }
-        (Method::DELETE, Some(name)) => answer(gateway.undeploy(name).await),
         _ => {
             let mut response =
                 json(StatusCode::METHOD_NOT_ALLOWED, r#"{"error":"method_not_allowed"}"#.into());
@@ -50,8 +75,54 @@ pub(crate) async fn serve(
     }
 }
 
-fn unauthorized(token_set: bool) -> Response<Full<Bytes>> {
-    if !token_set {
+/// Whose worker `path` (`NAME`, or `TENANT/NAME`) is, as `who` may name it: `None` for a
+/// worker `who` may not reach (another tenant's, or of a tenant that does not exist).
+fn whose(who: &Principal, path: &str, gateway: &Gateway) -> Option<(Owner, String)> {
+    match (who, path.split_once('/')) {
+        (Principal::Admin, None) => Some((Owner::Admin, path.to_owned())),
+        (Principal::Admin, Some((tenant, name))) => gateway
+            .tenant_usage(tenant)
+            .map(|_| (Owner::Tenant(tenant.to_owned()), name.to_owned())),
+        (Principal::Tenant(tenant), None) => Some((Owner::Tenant(tenant.clone()), path.to_owned())),
+        (Principal::Tenant(tenant), Some((named, name))) if named == tenant => {
+            Some((Owner::Tenant(tenant.clone()), name.to_owned()))
+        }
+        (Principal::Tenant(_), Some(_)) => None,
+    }
+}
+
+/// The audit line of a change.
+fn audit_change(
+    gateway: &Gateway,
+    who: &Principal,
+    from: SocketAddr,
+    action: &'static str,
+    worker: &str,
+    result: &Result<Reloaded, DeployError>,
+) {
+    let listed = gateway.worker_listing(None).into_iter().find(|w| w.name == worker);
+    let (digest, routes) = match (result, listed) {
+        (Ok(_), Some(listed)) => (listed.digest, listed.routes),
+        _ => ("-".to_owned(), Vec::new()),
+    };
+    audit::log(&Change {
+        by: &who.label(),
+        from,
+        action,
+        worker,
+        digest: &digest,
+        routes: &routes,
+        result: result
+            .as_ref()
+            .map(|done| done.generation)
+            .map_err(|error| crate::error::error_chain(error)),
+    });
+}
+
+/// 401 for a missing or wrong token; 403 when a change needs the admin token and none is
+/// set (`tokens`: whether any token could have been given).
+pub(super) fn unauthorized(tokens: bool) -> Response<Full<Bytes>> {
+    if !tokens {
         let body = serde_json::json!({
             "error": "admin_token_unset",
             "message": format!(
@@ -66,26 +137,18 @@ fn unauthorized(token_set: bool) -> Response<Full<Bytes>> {
     response
 }
 
-/// `GET /workers`.
-fn list(gateway: &Gateway) -> Response<Full<Bytes>> {
-    let workers: Vec<serde_json::Value> = gateway
-        .worker_listing()
-        .into_iter()
-        .map(|w| {
-            serde_json::json!({
-                "name": w.name,
-                "digest": w.digest,
-                "deployed": w.deployed,
-                "resident": w.resident,
-                "routes": w.routes,
-            })
-        })
-        .collect();
+/// `GET /workers`: every worker for the admin token, a tenant's own for its token.
+fn list(gateway: &Gateway, who: &Principal) -> Response<Full<Bytes>> {
+    let owner = match who {
+        Principal::Admin => None,
+        Principal::Tenant(tenant) => Some(Owner::Tenant(tenant.clone())),
+    };
+    let workers = gateway.worker_listing(owner.as_ref());
     json(StatusCode::OK, serde_json::json!({ "workers": workers }).to_string())
 }
 
 /// A deploy's or an undeploy's answer.
-fn answer(result: Result<crate::gateway::Reloaded, DeployError>) -> Response<Full<Bytes>> {
+fn answer(result: Result<Reloaded, DeployError>) -> Response<Full<Bytes>> {
     let error = match result {
         Ok(done) => return json(StatusCode::OK, serde_json::to_string(&done).unwrap_or_default()),
         Err(error) => error,
@@ -180,7 +243,10 @@ const WORKER_PART_MAX: u64 = 64 << 10;
 fn too_large_or_bad(error: multer::Error, max_module: u64) -> DeployError {
     match error {
         multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
-            DeployError::ModuleTooLarge(edgegate_runtime::ByteSize(max_module))
+            DeployError::ModuleTooLarge(format!(
+                "its caps.module ({})",
+                edgegate_runtime::ByteSize(max_module)
+            ))
         }
         error => DeployError::BadRequest(format!("the multipart body: {error}")),
     }

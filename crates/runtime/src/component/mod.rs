@@ -41,6 +41,7 @@ mod state;
 mod streamed;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -63,9 +64,10 @@ use streamed::Task;
 use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind, LoadError};
 use crate::escape::escape_control;
-use crate::guest::{GuestOutcome, GuestRequest, RequestId, Usage, WorkerShared};
+use crate::guest::{GuestOutcome, GuestRequest, RequestId, WorkerShared};
 use crate::limits::Limits;
 use crate::meter::Refused;
+use crate::usage::{Progress, Usage};
 
 /// The host side of everything in [`provided::PROVIDED`].
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<ComponentState>> {
@@ -182,7 +184,9 @@ pub(crate) async fn run(
 ) -> (Result<GuestOutcome, ExecError>, Usage) {
     let limits = &shared.limits;
     let deadline = Instant::now() + limits.deadline;
-    let mut store = new_store(shared, pre, request_id, deadline);
+    // What it uses, told as it happens: known however the request ends, streamed or not.
+    let progress = Arc::new(Progress::default());
+    let mut store = new_store(shared, pre, request_id, deadline, progress.clone());
     let scheme = if request.tls { Scheme::Https } else { Scheme::Http };
     let (sender, receiver) = tokio::sync::oneshot::channel();
     let resources = (|| {
@@ -209,7 +213,7 @@ pub(crate) async fn run(
         let unfinished = store.data_mut().abort_unfinished_bodies();
         let state = store.data();
         log_output(state);
-        let usage = Usage { memory_peak: state.meter.memory(), ..state.usage };
+        let usage = state.progress.usage();
         let result = result.map_err(|error| state.meter.classify(error)).and_then(|()| {
             if unfinished == 0 {
                 return Ok(());
@@ -246,15 +250,18 @@ pub(crate) async fn run(
             let outcome = head.map(|checked| {
                 let (head, prefix) = checked.into_parts();
                 let worker: Arc<str> = shared.name.as_str().into();
-                let body = streamed::ComponentBody::new(
-                    prefix, rest, task, deadline, limit, worker, request_id,
-                );
-                GuestOutcome::Streamed(http::Response::from_parts(
-                    head,
-                    BodyExt::boxed_unsync(body),
-                ))
+                let of = streamed::Streaming {
+                    deadline,
+                    limit,
+                    worker,
+                    request_id,
+                    progress: progress.clone(),
+                };
+                let body = streamed::ComponentBody::new(prefix, rest, task, of);
+                let response = http::Response::from_parts(head, BodyExt::boxed_unsync(body));
+                GuestOutcome::Streamed(response, progress.clone())
             });
-            return (outcome, Usage::default());
+            return (outcome, progress.usage());
         }
         Ok(Some(Buffered::Whole(answer))) => Ok(Some(answer)),
         Ok(None) => Ok(None),
@@ -266,14 +273,14 @@ pub(crate) async fn run(
             ExecErrorKind::DeadlineExceeded,
             format!("no outcome after {:?}", limits.deadline),
         );
-        (Err(error), Usage::default())
+        (Err(error), progress.usage())
     };
     let (guest, usage) = match finished {
         Ok(Ok(finished)) => finished,
         Ok(Err(join)) => {
             let error =
                 ExecError::new(ExecErrorKind::Internal, format!("the guest's task: {join}"));
-            return (Err(error), Usage::default());
+            return (Err(error), progress.usage());
         }
         Err(_elapsed) => return past_deadline(),
     };
@@ -297,7 +304,7 @@ pub(crate) async fn trial(
 ) -> wasmtime::Result<()> {
     let _active = shared.activity.enter();
     let deadline = Instant::now() + shared.limits.deadline;
-    let mut store = new_store(shared, pre, RequestId(0), deadline);
+    let mut store = new_store(shared, pre, RequestId(0), deadline, Arc::default());
     pre.instantiate_async(&mut store).await.map(drop)
 }
 
@@ -307,8 +314,9 @@ fn new_store(
     pre: &ProxyPre<ComponentState>,
     request_id: RequestId,
     deadline: Instant,
+    progress: Arc<Progress>,
 ) -> Store<ComponentState> {
-    let state = ComponentState::new(shared.clone(), request_id, deadline);
+    let state = ComponentState::new(shared.clone(), request_id, deadline, progress);
     let mut store = Store::new(pre.engine(), state);
     store.limiter(|state| &mut state.meter);
     store.set_epoch_deadline(1);
@@ -332,24 +340,26 @@ async fn call(
     outparam: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
     tick: Duration,
 ) -> wasmtime::Result<()> {
+    let progress = store.data().progress.clone();
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     let started = Instant::now();
     let proxy = pre
         .instantiate_async(&mut *store)
         .instrument(tracing::info_span!(target: crate::SPAN_TARGET, "instantiate"))
         .await?;
-    store.data_mut().usage.instantiate = started.elapsed();
+    progress.instantiate_ns.store(nanos(started.elapsed()), Relaxed);
     let started = Instant::now();
-    let (result, cpu) = {
+    let result = {
         let handler = proxy.wasi_http_incoming_handler();
         let handle = std::pin::pin!(handler.call_handle(&mut *store, incoming, outparam));
         let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
-        let (result, cpu) = cpu::metered(handle, tick).instrument(span.clone()).await;
+        let (result, cpu) =
+            cpu::metered(handle, tick, &progress.cpu_ns).instrument(span.clone()).await;
         span.record("cpu_us", cpu.as_micros() as u64);
-        (result, cpu)
+        result
     };
+    progress.guest_ns.store(nanos(started.elapsed()), Relaxed);
     let state = store.data_mut();
-    state.usage.guest = started.elapsed();
-    state.usage.cpu = cpu;
     result.map_err(|error| {
         if error.downcast_ref::<wasmtime::Trap>().is_some() {
             return error;

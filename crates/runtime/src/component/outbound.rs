@@ -23,6 +23,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::fetch::{FetchError, Fetcher};
+use crate::usage::Progress;
 
 /// One request's outbound side: the worker's fetcher and what is left of its caps.
 pub(crate) struct Outbound {
@@ -31,11 +32,18 @@ pub(crate) struct Outbound {
     left: u32,
     /// The most bytes an outgoing request's body or a response's body may have.
     max_body: u64,
+    /// Where each request started is counted.
+    progress: Arc<Progress>,
 }
 
 impl Outbound {
-    pub(crate) fn new(fetcher: Option<Arc<dyn Fetcher>>, subrequests: u32, max_body: u64) -> Self {
-        Self { fetcher, left: subrequests, max_body }
+    pub(crate) fn new(
+        fetcher: Option<Arc<dyn Fetcher>>,
+        subrequests: u32,
+        max_body: u64,
+        progress: Arc<Progress>,
+    ) -> Self {
+        Self { fetcher, left: subrequests, max_body, progress }
     }
 }
 
@@ -70,6 +78,7 @@ impl WasiHttpHooks for Outbound {
             return refused(Error::ConnectionLimitReached);
         };
         self.left = left;
+        self.progress.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let max_body = self.max_body;
         Box::new(async move {
             let (parts, body) = request.into_parts();

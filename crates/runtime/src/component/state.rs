@@ -20,8 +20,9 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::held::{Held, MAX_FIELDS_SIZE, MAX_RANDOM, MAX_RESOURCES};
 use super::outbound::Outbound;
 use crate::cpu;
-use crate::guest::{RequestId, Usage, WorkerShared};
+use crate::guest::{RequestId, WorkerShared};
 use crate::meter::{Meter, Stop};
+use crate::usage::Progress;
 
 /// How much of its stdout and of its stderr a request may write; past it, the stream is
 /// closed to the guest (a write fails; nothing traps).
@@ -38,13 +39,19 @@ pub(crate) struct ComponentState {
     pub(crate) stdout: MemoryOutputPipe,
     pub(crate) stderr: MemoryOutputPipe,
     pub(crate) meter: Meter,
-    pub(crate) usage: Usage,
+    /// What the request has used so far, shared with its streamed answer.
+    pub(crate) progress: Arc<Progress>,
     /// What the resource table holds in host memory.
     held: Held,
 }
 
 impl ComponentState {
-    pub(crate) fn new(worker: Arc<WorkerShared>, request_id: RequestId, deadline: Instant) -> Self {
+    pub(crate) fn new(
+        worker: Arc<WorkerShared>,
+        request_id: RequestId,
+        deadline: Instant,
+        progress: Arc<Progress>,
+    ) -> Self {
         let stdout = MemoryOutputPipe::new(MAX_OUTPUT);
         let stderr = MemoryOutputPipe::new(MAX_OUTPUT);
         // No environment, arguments, preopens or sockets; stdin is closed; clocks and
@@ -60,8 +67,12 @@ impl ComponentState {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
         let limits = &worker.limits;
-        let outbound =
-            Outbound::new(worker.fetcher.clone(), limits.subrequests, limits.subrequest_body);
+        let outbound = Outbound::new(
+            worker.fetcher.clone(),
+            limits.subrequests,
+            limits.subrequest_body,
+            progress.clone(),
+        );
         Self {
             request_id,
             wasi,
@@ -70,8 +81,9 @@ impl ComponentState {
             outbound,
             stdout,
             stderr,
-            meter: Meter::new(deadline, crate::meter::COMPONENT, worker.limits.memory),
-            usage: Usage::default(),
+            meter: Meter::new(deadline, crate::meter::COMPONENT, worker.limits.memory)
+                .telling(progress.clone()),
+            progress,
             held: Held::default(),
             worker,
         }

@@ -14,7 +14,8 @@ use http_body::{Body, Frame, SizeHint};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::error::{ExecError, ExecErrorKind};
-use crate::guest::{RequestId, Usage};
+use crate::guest::RequestId;
+use crate::usage::{Progress, Usage};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -42,6 +43,8 @@ pub(crate) struct ComponentBody {
     limit: u64,
     worker: std::sync::Arc<str>,
     request_id: RequestId,
+    /// What the guest has used, and why the answer was cut if it was.
+    progress: std::sync::Arc<Progress>,
     done: bool,
     /// The body failed: waiting for the guest's own outcome, which says why.
     broken: Option<String>,
@@ -53,26 +56,31 @@ impl std::fmt::Debug for ComponentBody {
     }
 }
 
+/// Whose answer a [`ComponentBody`] streams, and within which bounds.
+pub(crate) struct Streaming {
+    /// The request's deadline.
+    pub(crate) deadline: Instant,
+    /// The worker's `response_body`.
+    pub(crate) limit: u64,
+    pub(crate) worker: std::sync::Arc<str>,
+    pub(crate) request_id: RequestId,
+    /// What the guest has used, told as it happens.
+    pub(crate) progress: std::sync::Arc<Progress>,
+}
+
 impl ComponentBody {
-    pub(crate) fn new(
-        prefix: Bytes,
-        body: HyperOutgoingBody,
-        task: Task,
-        deadline: Instant,
-        limit: u64,
-        worker: std::sync::Arc<str>,
-        request_id: RequestId,
-    ) -> Self {
-        let room = limit.saturating_sub(prefix.len() as u64);
+    pub(crate) fn new(prefix: Bytes, body: HyperOutgoingBody, task: Task, of: Streaming) -> Self {
+        let room = of.limit.saturating_sub(prefix.len() as u64);
         Self {
             prefix: Some(prefix),
             body,
             task,
-            deadline: Box::pin(tokio::time::sleep_until(deadline.into())),
+            deadline: Box::pin(tokio::time::sleep_until(of.deadline.into())),
             room,
-            limit,
-            worker,
-            request_id,
+            limit: of.limit,
+            worker: of.worker,
+            request_id: of.request_id,
+            progress: of.progress,
             done: false,
             broken: None,
         }
@@ -82,6 +90,7 @@ impl ComponentBody {
     fn fail(&mut self, error: ExecError) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         self.done = true;
         self.task.0.abort();
+        let _ = self.progress.cut.set(error.kind());
         tracing::warn!(
             target: "edgegate::guest",
             worker = %self.worker,

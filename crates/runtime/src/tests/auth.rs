@@ -86,7 +86,7 @@ async fn one_outcome(worker: &Worker, request: GuestRequest) -> Result<Forward, 
         Ok(GuestOutcome::Response(r)) => {
             Err((r.status().as_u16(), String::from_utf8_lossy(r.body()).into_owned()))
         }
-        Ok(GuestOutcome::Streamed(_)) => panic!("a module's answer is never streamed"),
+        Ok(GuestOutcome::Streamed(..)) => panic!("a module's answer is never streamed"),
         Err(e) => Err((0, e.kind().code().to_owned())),
     }
 }

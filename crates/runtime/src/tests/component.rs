@@ -395,13 +395,24 @@ fn big(kib: usize) -> Vec<u8> {
 }
 
 /// A component's streamed answer, read frame by frame (`pause` after each): its bytes, or the
-/// error that cut it.
+/// error that cut it; and what the guest used and why it was cut, as its body ended.
 async fn read_streamed(
     outcome: GuestOutcome,
     pause: Duration,
+) -> (http::StatusCode, Result<Vec<u8>, String>, (crate::Usage, Option<ExecErrorKind>)) {
+    let GuestOutcome::Streamed(response, progress) = outcome else {
+        panic!("not streamed: {outcome:?}")
+    };
+    let (status, read) = read_body(response, pause).await;
+    // A cut answer's guest is aborted: what it used is still told.
+    (status, read, (progress.usage(), progress.cut()))
+}
+
+async fn read_body(
+    response: http::Response<crate::StreamedBody>,
+    pause: Duration,
 ) -> (http::StatusCode, Result<Vec<u8>, String>) {
     use http_body_util::BodyExt;
-    let GuestOutcome::Streamed(response) = outcome else { panic!("not streamed: {outcome:?}") };
     let (head, mut body) = response.into_parts();
     let mut read = Vec::new();
     while let Some(frame) = body.frame().await {
@@ -431,13 +442,17 @@ async fn a_component_s_answer_past_the_buffer_streams() {
     assert_eq!(small.body().as_ref(), big(32), "within the buffer: whole");
 
     let streamed = worker.handle(request("GET", "/big/1024", &[], ""), RequestId(2)).await;
-    let (status, body) = read_streamed(streamed.unwrap(), Duration::ZERO).await;
+    let (status, body, (usage, cut)) = read_streamed(streamed.unwrap(), Duration::ZERO).await;
     assert_eq!(status, 200);
     assert!(body.as_deref() == Ok(&big(1024)[..]), "{:?}", body.map(|b| b.len()));
+    // What the streaming phase cost is the guest's: its CPU and memory, told at the end.
+    assert!(usage.cpu > Duration::ZERO && usage.memory_peak > 1 << 20, "{usage:?}");
+    assert!(!usage.instantiate.is_zero(), "{usage:?}");
+    assert_eq!(cut, None);
 
     // A slow reader: a millisecond between frames, and the guest waits for it.
     let slow = worker.handle(request("GET", "/big/512", &[], ""), RequestId(3)).await;
-    let (_, body) = read_streamed(slow.unwrap(), Duration::from_millis(1)).await;
+    let (_, body, _) = read_streamed(slow.unwrap(), Duration::from_millis(1)).await;
     assert!(body.as_deref() == Ok(&big(512)[..]), "{:?}", body.map(|b| b.len()));
     component_still_serves(&worker).await;
 }
@@ -454,20 +469,24 @@ async fn a_streamed_answer_that_fails_is_cut_not_ended() {
         ..Limits::default()
     };
     let worker = component_with(limits, None);
-    for (path, expected) in
-        [("/big/1024", "over 524288 bytes, streamed"), ("/big-then-trap/256", "wasm trap")]
-    {
+    for (path, expected, kind) in [
+        ("/big/1024", "over 524288 bytes, streamed", ExecErrorKind::ResponseTooLarge),
+        ("/big-then-trap/256", "wasm trap", ExecErrorKind::Trap),
+    ] {
         let outcome = worker.handle(request("GET", path, &[], ""), RequestId(1)).await;
-        let (status, body) = read_streamed(outcome.unwrap(), Duration::ZERO).await;
+        let (status, body, (usage, cut)) = read_streamed(outcome.unwrap(), Duration::ZERO).await;
         assert_eq!(status, 200, "{path}");
         let error = body.expect_err(path);
         assert!(error.contains(expected), "{path}: {error}");
+        assert_eq!(cut, Some(kind), "{path}: why it was cut is told");
+        assert!(usage.cpu > Duration::ZERO, "{path}: a cut guest's CPU is charged: {usage:?}");
     }
     // A reader that stops: the guest waits on it until the deadline, which cuts the answer.
     let stalled = worker.handle(request("GET", "/big/400", &[], ""), RequestId(2)).await;
-    let (_, body) = read_streamed(stalled.unwrap(), Duration::from_millis(400)).await;
+    let (_, body, (_, cut)) = read_streamed(stalled.unwrap(), Duration::from_millis(400)).await;
     let error = body.expect_err("stalled");
     assert!(error.contains("deadline"), "{error}");
+    assert_eq!(cut, Some(ExecErrorKind::DeadlineExceeded));
     component_still_serves(&worker).await;
 }
 

@@ -103,6 +103,9 @@ async fn kv_limits_are_error_codes_not_traps() {
     assert_eq!(call(&w, "/kv?op=many&key=v&n=11").await, err("LimitExceeded"));
     assert_eq!(call(&w, "/kv?op=batch&n=11").await, err("LimitExceeded"));
     assert_eq!(call(&w, "/kv?op=batch&n=5").await, ok("5 found"), "5 puts + 5 gets");
+    // What the request's usage says it made is what the limit counted.
+    let (_, usage) = w.handle_measured(get("/kv?op=many&key=v&n=7"), RequestId(9)).await;
+    assert_eq!((usage.kv_ops, usage.fetches), (7, 0));
     // Pointers outside memory, a negative TTL, a malformed batch: each an error code.
     let invalid = edgegate_abi::HostError::InvalidArgument.code();
     assert_eq!(call(&w, "/kv-abuse").await, ok(&[invalid; 5].map(|c| c.to_string()).join(" ")));

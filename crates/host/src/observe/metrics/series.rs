@@ -124,6 +124,11 @@ impl Count {
     pub(crate) fn increment(&self, n: u64) {
         self.0.fetch_add(n, Relaxed);
     }
+
+    /// What it has counted.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
 }
 
 /// Series made on first use under a key, and held here: they live as long as the holder.
@@ -184,6 +189,8 @@ type Families<T> = Mutex<Vec<Family<T>>>;
 static HISTOGRAMS: Families<Buckets> = Mutex::new(Vec::new());
 static GAUGES: Families<Level> = Mutex::new(Vec::new());
 static COUNTERS: Families<Count> = Mutex::new(Vec::new());
+/// Counters of nanoseconds, exported in seconds.
+static SECONDS_COUNTERS: Families<Count> = Mutex::new(Vec::new());
 
 /// The series of `name` with `labels` in `families`, registered with `new` on first use: a
 /// reloaded configuration gets the same series back, so its counts carry on.
@@ -236,6 +243,16 @@ pub(crate) fn counter(name: &'static str, help: &'static str, labels: Labels) ->
     find_or_add(&COUNTERS, name, help, labels, Arc::default)
 }
 
+/// The counter series of `name` with `labels` that counts nanoseconds and is exported in
+/// seconds (`…_seconds_total`).
+pub(crate) fn seconds_counter(
+    name: &'static str,
+    help: &'static str,
+    labels: Labels,
+) -> Arc<Count> {
+    find_or_add(&SECONDS_COUNTERS, name, help, labels, Arc::default)
+}
+
 /// Drops the series of `families` nothing else holds any more, then the families left empty.
 fn prune<T>(families: &mut Vec<Family<T>>) {
     for family in families.iter_mut() {
@@ -253,6 +270,10 @@ pub(crate) fn render(out: &mut String) {
     });
     render_families(out, &COUNTERS, "counter", |out, name, labels, count| {
         let _ = writeln!(out, "{name}{} {}", braced(labels, ""), count.0.load(Relaxed));
+    });
+    render_families(out, &SECONDS_COUNTERS, "counter", |out, name, labels, count| {
+        let seconds = SECONDS.exported(count.0.load(Relaxed));
+        let _ = writeln!(out, "{name}{} {seconds}", braced(labels, ""));
     });
 }
 
@@ -413,6 +434,19 @@ mod tests {
         assert_eq!(rendered()[2..], [r#"test_count_total{route="kept"} 2"#]);
         drop((kept, again));
         assert!(rendered().is_empty(), "{:?}", rendered());
+    }
+
+    #[test]
+    fn a_seconds_counter_counts_nanoseconds_and_renders_seconds() {
+        let cpu =
+            seconds_counter("test_cpu_seconds_total", "cpu help", vec![("tenant", "a".into())]);
+        cpu.increment(1_500_000_000);
+        cpu.increment(250_000);
+        let mut out = String::new();
+        render(&mut out);
+        let line = out.lines().find(|l| l.starts_with("test_cpu_seconds_total{")).unwrap();
+        assert_eq!(line, r#"test_cpu_seconds_total{tenant="a"} 1.50025"#);
+        assert_eq!(cpu.get(), 1_500_250_000);
     }
 
     #[test]
