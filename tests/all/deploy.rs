@@ -66,7 +66,7 @@ fn every_manifest_is_valid_kubernetes_and_the_kustomization_lists_them_all() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     for kind in
-        ["deployment", "service", "horizontalpodautoscaler", "poddisruptionbudget", "secret"]
+        ["deployment", "service", "horizontalpodautoscaler", "poddisruptionbudget", "networkpolicy"]
     {
         assert!(said.contains(&format!("passed for resource {kind}/")), "{kind}: {said}");
     }
@@ -78,9 +78,11 @@ fn every_manifest_is_valid_kubernetes_and_the_kustomization_lists_them_all() {
     assert!(!validate(&validator, &[bad]).status.success());
 }
 
-/// What `kubectl apply -k deploy/kubernetes` would apply: rendered by kubectl's own
-/// kustomize, valid, with the ConfigMap under its fixed name holding `edgegate.toml` as it is,
-/// the image set, and the label on every resource.
+/// What `deploy/kubernetes/make-secrets && kubectl apply -k deploy/kubernetes` would apply:
+/// rendered by kubectl's own kustomize, valid, with the ConfigMap under its fixed name holding
+/// `edgegate.toml` as it is, the Secret made of random values that `serve` takes, the image
+/// set, and the label on every resource. Without `make-secrets` it does not render at all:
+/// the repository holds no token.
 #[test]
 fn the_kustomization_renders_to_valid_resources() {
     let Some(kubectl) =
@@ -88,12 +90,84 @@ fn the_kustomization_renders_to_valid_resources() {
     else {
         return;
     };
-    let out = Command::new(kubectl).arg("kustomize").arg(manifests()).output().unwrap();
+    // A copy of the directory as checked out (no secrets.env: it is never committed).
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(manifests()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "secrets.env" {
+            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let out = Command::new(&kubectl).arg("kustomize").arg(copy.path()).output().unwrap();
+    assert!(!out.status.success(), "no token, no rendering");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("secrets.env"));
+    let made = Command::new(copy.path().join("make-secrets")).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let out = Command::new(&kubectl).arg("kustomize").arg(copy.path()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rendered = String::from_utf8(out.stdout).unwrap();
     let documents: Vec<&str> = rendered.split("\n---\n").collect();
-    // The listed resources (redis.yaml holds two) and the generated ConfigMap.
-    assert_eq!(documents.len(), resources().len() + 2, "{rendered}");
+    // The listed resources (redis.yaml and networkpolicy.yaml hold two each), the generated
+    // ConfigMap and Secret.
+    assert_eq!(documents.len(), resources().len() + 4, "{rendered}");
+    let secrets = std::fs::read_to_string(copy.path().join("secrets.env")).unwrap();
+    let value = |name: &str| {
+        let line = secrets.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap();
+        line.to_owned()
+    };
+    let (token, password) = (value("EDGEGATE_ADMIN_TOKEN"), value("REDIS_PASSWORD"));
+    assert_eq!((token.len(), password.len()), (64, 64), "{secrets}");
+    assert_ne!(token, password);
+    // The token `serve` would be given is one it takes.
+    let config = copy.path().join("edgegate.toml");
+    let toml = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        toml.replace("/var/cache/edgegate", &copy.path().join("cache").display().to_string()),
+    )
+    .unwrap();
+    let checked = Command::new(env!("CARGO_BIN_EXE_edgegate"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("EDGEGATE_ADMIN_TOKEN", &token)
+        .env("REDIS_URL", format!("redis://:{password}@edgegate-redis:6379"))
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let secret = documents.iter().find(|d| d.contains("kind: Secret")).expect("a Secret");
+    assert!(secret.contains("  name: edgegate-secrets-"), "named by its contents: {secret}");
+    let named = secret.lines().find_map(|l| l.strip_prefix("  name: ")).unwrap();
+    let deployment = documents
+        .iter()
+        .find(|d| d.contains("kind: Deployment") && d.contains("name: edgegate\n"))
+        .unwrap();
+    assert!(deployment.contains(&format!("name: {named}")), "the pods use it: {deployment}");
+    // The admin port is not on the traffic Service, but on its own behind a NetworkPolicy;
+    // Redis wants the password.
+    let service = |name: &str| {
+        documents
+            .iter()
+            .find(|d| {
+                d.contains("kind: Service\n") && d.lines().any(|l| l == format!("  name: {name}"))
+            })
+            .unwrap_or_else(|| panic!("no Service {name}: {rendered}"))
+    };
+    assert!(!service("edgegate").contains("9090"), "{}", service("edgegate"));
+    assert!(service("edgegate-admin").contains("port: 9090"));
+    let policy = documents
+        .iter()
+        .find(|d| d.contains("kind: NetworkPolicy") && d.contains("port: admin"))
+        .unwrap();
+    assert!(
+        policy.contains("edgegate.io/admin-client") && policy.contains("monitoring"),
+        "{policy}"
+    );
+    let redis = documents
+        .iter()
+        .find(|d| d.contains("kind: Deployment") && d.contains("  name: edgegate-redis\n"))
+        .unwrap();
+    assert!(redis.contains("--requirepass") && redis.contains("$(REDIS_PASSWORD)"), "{redis}");
+    assert!(deployment.contains("redis://:$(REDIS_PASSWORD)@edgegate-redis:6379"), "{deployment}");
     for document in &documents {
         assert!(document.contains("app.kubernetes.io/part-of: edgegate"), "{document}");
     }
@@ -125,8 +199,8 @@ fn the_mounted_configuration_passes_check_and_the_timings_agree() {
     let out = Command::new(env!("CARGO_BIN_EXE_edgegate"))
         .args(["check", "--config"])
         .arg(&config)
-        // The Secret's REDIS_URL; `check` resolves it and contacts nothing.
-        .env("REDIS_URL", "redis://edgegate-redis:6379")
+        // The Deployment's REDIS_URL; `check` resolves it and contacts nothing.
+        .env("REDIS_URL", "redis://:password@edgegate-redis:6379")
         .env_remove("EDGEGATE_LOG")
         .output()
         .unwrap();
