@@ -294,6 +294,20 @@ hosts = ["*.b.example"]
 grants = { kv = ["b"], upstreams = ["b-api"] }
 "#;
 
+/// The [`TWO_TENANTS`] site serving, logging in JSON, with `module` beside it as `file`.
+fn two_tenants(module: &str, file: &str) -> (tempfile::TempDir, Gateway) {
+    let (dir, config) = site("", TWO_TENANTS);
+    std::fs::copy(module, dir.path().join(file)).unwrap();
+    let env = [
+        ("EDGEGATE_ADMIN_TOKEN", ADMIN),
+        ("A_TOKEN", TENANT_A),
+        ("B_TOKEN", TENANT_B),
+        ("EDGEGATE_LOG_FORMAT", "json"),
+    ];
+    let gw = Gateway::start_at(&config, &env);
+    (dir, gw)
+}
+
 /// `GET /tenants/NAME/usage` with `token`: the counters.
 fn usage(gw: &Gateway, tenant: &str, token: &str) -> serde_json::Value {
     let (status, body) =
@@ -317,16 +331,8 @@ fn lines(stderr: &str, target: &str) -> Vec<serde_json::Value> {
 /// each change has its audit line.
 #[test]
 fn two_tenants_see_change_and_use_only_their_own() {
-    let (dir, config) = site("", TWO_TENANTS);
+    let (dir, mut gw) = two_tenants(edgegate_guests::HOSTILE, "hostile.wasm");
     let d = dir.path();
-    std::fs::copy(edgegate_guests::HOSTILE, d.join("hostile.wasm")).unwrap();
-    let env = [
-        ("EDGEGATE_ADMIN_TOKEN", ADMIN),
-        ("A_TOKEN", TENANT_A),
-        ("B_TOKEN", TENANT_B),
-        ("EDGEGATE_LOG_FORMAT", "json"),
-    ];
-    let mut gw = Gateway::start_at(&config, &env);
     let put = |token: &str, path: &str, table: &str| {
         admin_api(&gw, "PUT", path, Some(token), &deploy_form(d, table, Some("hostile.wasm")))
     };
@@ -452,16 +458,8 @@ fn two_tenants_see_change_and_use_only_their_own() {
 /// 200.
 #[test]
 fn a_streamed_answer_is_charged_and_a_cut_one_says_why() {
-    let (dir, config) = site("", TWO_TENANTS);
+    let (dir, mut gw) = two_tenants(edgegate_guests::HTTP_COMPONENT, "component.wasm");
     let d = dir.path();
-    std::fs::copy(edgegate_guests::HTTP_COMPONENT, d.join("component.wasm")).unwrap();
-    let env = [
-        ("EDGEGATE_ADMIN_TOKEN", ADMIN),
-        ("A_TOKEN", TENANT_A),
-        ("B_TOKEN", TENANT_B),
-        ("EDGEGATE_LOG_FORMAT", "json"),
-    ];
-    let mut gw = Gateway::start_at(&config, &env);
     let table = "[worker]\nlimits = { response_body = \"512KiB\", cpu = \"50ms\", hostcalls = 10000 }\n\
                  [[routes]]\nhost = \"a.example\"\nprefix = \"/big\"\n";
     let form = deploy_form(d, table, Some("component.wasm"));

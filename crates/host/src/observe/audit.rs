@@ -29,33 +29,33 @@ pub(crate) struct Change<'a> {
     pub(crate) result: Result<u64, String>,
 }
 
-/// Writes the audit line of `change`.
+/// Writes the audit line of `change`: `info` for a change done, `warn` for one refused.
 pub(crate) fn log(change: &Change<'_>) {
     let routes = change.routes.join(",");
-    match &change.result {
-        Ok(generation) => tracing::info!(
-            target: AUDIT_TARGET,
-            by = change.by,
-            from = %change.from,
-            action = change.action,
-            worker = change.worker,
-            digest = change.digest,
-            routes,
-            result = "ok",
-            generation,
-            "changed"
-        ),
-        Err(why) => tracing::warn!(
-            target: AUDIT_TARGET,
-            by = change.by,
-            from = %change.from,
-            action = change.action,
-            worker = change.worker,
-            digest = change.digest,
-            routes,
-            result = "refused",
-            reason = why.as_str(),
-            "refused"
-        ),
+    let (result, generation, reason) = match &change.result {
+        Ok(generation) => ("ok", *generation, ""),
+        Err(why) => ("refused", 0, why.as_str()),
+    };
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                target: AUDIT_TARGET,
+                $level,
+                by = change.by,
+                from = %change.from,
+                action = change.action,
+                worker = change.worker,
+                digest = change.digest,
+                routes,
+                result,
+                generation,
+                reason,
+                "{result}"
+            )
+        };
+    }
+    match change.result {
+        Ok(_) => line!(tracing::Level::INFO),
+        Err(_) => line!(tracing::Level::WARN),
     }
 }
