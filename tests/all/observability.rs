@@ -543,3 +543,56 @@ fn an_unknown_otlp_protocol_is_an_error_naming_the_variable() {
         );
     }
 }
+
+/// An upstream's answer is streamed, and its access line written when its body ends, with
+/// the bytes it carried: a body that ends at once (a 204, a HEAD's) is whole, not cut; one the
+/// upstream stalls short of its length is cut off at the upstream's `idle_timeout` and says
+/// `cut = "upstream_body"`.
+#[test]
+fn a_streamed_answer_is_logged_when_its_body_ends_with_what_it_carried() {
+    let origin = serve_http(|seen, _| {
+        let line = seen.request_line().to_owned();
+        match line.split_whitespace().nth(1).unwrap_or("") {
+            "/empty" => b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n".to_vec(),
+            "/broken" => {
+                b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\nconnection: close\r\n\r\nonly this"
+                    .to_vec()
+            }
+            _ => b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello".to_vec(),
+        }
+    });
+    let config = format!(
+        "[upstreams.origin]\nurl = \"http://{origin}\"\nidle_timeout = \"1s\"\n\
+         [[routes]]\nprefix = \"/\"\nupstream = \"origin\"\n"
+    );
+    let mut gw = Gateway::start_with(&config, &[], &[("EDGEGATE_LOG_FORMAT", "json")]);
+    assert_eq!(http(gw.addr, "GET", "/whole", &[], b"").text(), "hello");
+    assert_eq!(http(gw.addr, "GET", "/empty", &[], b"").status, 204);
+    let head = std::process::Command::new("curl")
+        .args(["-sS", "-I", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://{}/whole", gw.addr))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&head.stdout), "200");
+    let _ = std::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null"])
+        .arg(format!("http://{}/broken", gw.addr))
+        .output();
+    let (_, stderr) = gw.stop();
+    let access: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["target"] == "edgegate::access")
+        .collect();
+    let line = |method: &str, path: &str| {
+        let found = access.iter().find(|l| l["method"] == method && l["path"] == path);
+        found.unwrap_or_else(|| panic!("{method} {path}: {access:?}")).clone()
+    };
+    let told = |l: &serde_json::Value| {
+        (l["bytes_out"].as_u64().unwrap(), l["cut"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(told(&line("GET", "/whole")), (5, "-".to_owned()));
+    assert_eq!(told(&line("GET", "/empty")), (0, "-".to_owned()));
+    assert_eq!(told(&line("HEAD", "/whole")), (0, "-".to_owned()));
+    assert_eq!(told(&line("GET", "/broken")), (9, "upstream_body".to_owned()));
+}

@@ -17,6 +17,7 @@ use std::time::Duration;
 use edgegate_runtime::units::duration;
 use serde::Deserialize;
 
+use crate::route::host_pattern::HostPattern;
 use crate::route::ownership::Claims;
 
 pub(crate) mod deploy;
@@ -90,9 +91,10 @@ pub struct Config {
     #[serde(default)]
     pub deploy: DeployConfig,
     /// The teams that deploy workers with tokens of their own, each within its hosts,
-    /// prefixes, grants and caps.
-    #[serde(default)]
-    pub tenants: BTreeMap<String, TenantConfig>,
+    /// prefixes, grants and caps. Shared, not copied, by the configurations a deploy
+    /// assembles: ten thousand tenants are read once per file.
+    #[serde(default, deserialize_with = "shared")]
+    pub tenants: Arc<BTreeMap<String, TenantConfig>>,
     /// Rate-limit policies by name, which routes name (`rate_limits = [...]`).
     #[serde(default)]
     pub rate_limits: BTreeMap<String, RateLimitConfig>,
@@ -108,6 +110,12 @@ pub(crate) const BUILTIN_PREFIX: &str = "builtin:";
 /// or one in a registry (`oci://`).
 pub(crate) fn names_a_file(module: &str) -> bool {
     ![BUILTIN_PREFIX, crate::registry::SCHEME].iter().any(|prefix| module.starts_with(prefix))
+}
+
+fn shared<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Arc<T>, D::Error> {
+    T::deserialize(deserializer).map(Arc::new)
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(
@@ -136,6 +144,8 @@ pub struct Loaded {
     main: Arc<Config>,
     /// Who owns which traffic by the file alone: its routes and its tenants'.
     claims: Arc<Claims<Owner>>,
+    /// The hosts tenants own, which keep tables of their own in the router.
+    reserved: Arc<[HostPattern]>,
     /// The workers the admin API deployed (`[deploy] dir`), by the name each is served under:
     /// merged into [`Loaded::config`].
     pub deployed: Arc<BTreeMap<String, Stored>>,
@@ -180,12 +190,19 @@ impl Loaded {
                 "a worker's name has no `/`: it separates a tenant's name from its workers'",
             ));
         }
+        // What depends on the file alone is checked once per file, not at each deploy.
+        grants::validate(&main.deploy.grants, &main.deploy.caps, "deploy", &main, file)?;
+        for (name, tenant) in main.tenants.iter() {
+            tenant::validate(name, tenant, &main, file)?;
+        }
         let claims = Arc::new(tenant::claims(&main, file)?);
+        let reserved = tenant::reserved_hosts(&main).into();
         let deployed = match main.deploy.resolved_dir(&base_dir) {
             Some(dir) => deploy::read_dir(&dir, &main.tenants)?,
             None => BTreeMap::new(),
         };
-        let mut loaded = Self::assemble(main, claims, file, base_dir, deployed, None)?;
+        let file_wide = FileWide { main, claims, reserved };
+        let mut loaded = Self::assemble(file_wide, file, base_dir, deployed, None)?;
         loaded.text = text.into();
         Ok(loaded)
     }
@@ -193,13 +210,13 @@ impl Loaded {
     /// The file's configuration with the `deployed` workers merged in (`last` after the
     /// others, so that a clash is reported against it), checked as one.
     fn assemble(
-        main: Arc<Config>,
-        claims: Arc<Claims<Owner>>,
+        file_wide: FileWide,
         file: &str,
         base_dir: PathBuf,
         deployed: BTreeMap<String, Stored>,
         last: Option<&str>,
     ) -> Result<Self, ConfigError> {
+        let FileWide { main, claims, reserved } = file_wide;
         let mut config = (*main).clone();
         if let Some(dir) = config.deploy.resolved_dir(&base_dir) {
             deployed::merge(&mut config, &dir, &claims, &deployed, last)?;
@@ -214,8 +231,14 @@ impl Loaded {
             text: Arc::from(""),
             main,
             claims,
+            reserved,
             deployed: Arc::new(deployed),
         })
+    }
+
+    /// The hosts tenants own: the router keeps a table for each.
+    pub(crate) fn reserved_hosts(&self) -> &[HostPattern] {
+        &self.reserved
     }
 
     /// This configuration with worker `name` (the name it is served under) deployed as
@@ -230,9 +253,13 @@ impl Loaded {
             Some(worker) => deployed.insert(name.to_owned(), worker),
             None => deployed.remove(name),
         };
-        let (main, claims) = (self.main.clone(), self.claims.clone());
-        let mut next =
-            Self::assemble(main, claims, &self.file, self.base_dir.clone(), deployed, Some(name))?;
+        let file_wide = FileWide {
+            main: self.main.clone(),
+            claims: self.claims.clone(),
+            reserved: self.reserved.clone(),
+        };
+        let base_dir = self.base_dir.clone();
+        let mut next = Self::assemble(file_wide, &self.file, base_dir, deployed, Some(name))?;
         next.path = self.path.clone();
         next.text = self.text.clone();
         next.env_defaults = self.env_defaults.clone();
@@ -267,6 +294,13 @@ impl Loaded {
     pub fn resolve(&self, path: &Path) -> PathBuf {
         if path.is_absolute() { path.to_path_buf() } else { self.base_dir.join(path) }
     }
+}
+
+/// What is worked out from the file alone, once per file: a deploy reuses it.
+struct FileWide {
+    main: Arc<Config>,
+    claims: Arc<Claims<Owner>>,
+    reserved: Arc<[HostPattern]>,
 }
 
 fn parse_as<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, ConfigError> {
@@ -308,10 +342,6 @@ fn validate(config: &Config, file: &str) -> Result<(), ConfigError> {
     }
     for (name, policy) in &config.rate_limits {
         rate_limit::validate(name, policy, config, file)?;
-    }
-    grants::validate(&config.deploy.grants, &config.deploy.caps, "deploy", config, file)?;
-    for (name, tenant) in &config.tenants {
-        tenant::validate(name, tenant, config, file)?;
     }
     for (i, route) in config.routes.iter().enumerate() {
         route::validate(i, route, config, file)?;

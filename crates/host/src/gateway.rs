@@ -237,6 +237,8 @@ impl Gateway {
                 }
                 None => 0,
             },
+            // A HEAD's body is never sent.
+            Either::Left(_) if method == http::Method::HEAD => 0,
             Either::Left(whole) => whole.size_hint().exact().unwrap_or(0),
         };
         logged.response_bytes = sent;

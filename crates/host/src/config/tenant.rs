@@ -168,7 +168,7 @@ pub(crate) fn claims(config: &Config, file: &str) -> Result<Claims<Owner>, Confi
         };
         claims.add(Claim { host, path, owner: Owner::File });
     }
-    for (name, tenant) in &config.tenants {
+    for (name, tenant) in config.tenants.iter() {
         let owner = Owner::Tenant(name.clone());
         for (h, host) in tenant.host_patterns().into_iter().enumerate() {
             for (p, prefix) in tenant.prefixes.iter().enumerate() {

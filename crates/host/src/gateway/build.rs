@@ -150,8 +150,7 @@ impl Steps<'_> {
     ) -> Result<Snapshot, ConfigError> {
         let mut background = Background::default();
         let tls = self.load_certificates()?;
-        let previous_tenants = self.previous.map(|p| &*p.tenants);
-        let tenants = Arc::new(Tenants::new(self.loaded, self.admin_token, previous_tenants)?);
+        let tenants = self.tenants()?;
         let upstreams = self.open_upstreams(&mut background).await?;
         let fetch_pools = self.fetch_pools()?;
         let pulled = self.pull_modules().await?;
@@ -191,6 +190,23 @@ impl Steps<'_> {
             tenants,
             _background: background,
         })
+    }
+
+    /// The tenants: the previous snapshot's when the file's tenants are the same (a deploy,
+    /// which rereads nothing), else read again, keeping each one's share and counters.
+    fn tenants(&self) -> Result<Arc<Tenants>, ConfigError> {
+        let loaded = self.loaded;
+        match self.previous {
+            Some(previous)
+                if Arc::ptr_eq(&previous.loaded.config.tenants, &loaded.config.tenants) =>
+            {
+                Ok(previous.tenants.clone())
+            }
+            previous => {
+                let previous = previous.map(|p| &*p.tenants);
+                Ok(Arc::new(Tenants::new(loaded, self.admin_token, previous)?))
+            }
+        }
     }
 
     /// The TLS listener's certificates and settings, each file read and checked.
@@ -592,7 +608,7 @@ impl Steps<'_> {
             let metrics = Arc::new(RouteMetrics::new(name, &label, tenant_name));
             Target { action, metrics, identity, rate_limits, tenant }
         })
-        .with_tables(&crate::config::tenant::reserved_hosts(config))
+        .with_tables(self.loaded.reserved_hosts())
     }
 }
 

@@ -111,6 +111,19 @@ impl Gateway {
         allowance.map_or(0, |(_, caps)| caps.module.bytes())
     }
 
+    /// Worker `name`'s (as served) module digest and routes' names, if it is served: what an
+    /// audit line says of it. One worker's, without listing the others.
+    pub(crate) fn worker_summary(&self, name: &str) -> Option<(String, Vec<String>)> {
+        let snapshot = self.current.load();
+        let digest = snapshot.workers.get(name)?.module_info().digest.clone();
+        let routes = snapshot.loaded.config.routes.iter().enumerate();
+        let routes = routes
+            .filter(|(_, route)| route.worker.as_deref() == Some(name))
+            .map(|(i, route)| route.name.clone().unwrap_or_else(|| format!("routes[{i}]")))
+            .collect();
+        Some((digest, routes))
+    }
+
     /// Every worker served, for `GET /workers`; only `owner`'s when it is a tenant.
     pub(crate) fn worker_listing(&self, owner: Option<&Owner>) -> Vec<Listed> {
         let snapshot = self.current.load();

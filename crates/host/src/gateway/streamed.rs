@@ -27,6 +27,19 @@ pin_project_lite::pin_project! {
         inner: Inner,
         teller: Teller,
     }
+
+    impl PinnedDrop for Streamed {
+        /// A body dropped at its end (hyper need not poll one that says it has ended, an empty
+        /// one, a 304's) was whole; one dropped before it, by a client that went away.
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            let whole = match this.inner.project() {
+                InnerProj::Upstream { body } => body.is_end_stream(),
+                InnerProj::Guest { body } => body.body.is_end_stream(),
+            };
+            this.teller.end(if whole { Ended::Whole } else { Ended::Dropped });
+        }
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -39,7 +52,7 @@ pin_project_lite::pin_project! {
 }
 
 /// What a streamed body tells of its request when it ends: the bytes it carried, and how it
-/// ended. Told at the end, or when dropped before it (the client went away).
+/// ended. Told at the end, or when the body is dropped.
 #[derive(Debug, Default)]
 struct Teller {
     pending: Option<Box<Pending>>,
@@ -53,12 +66,6 @@ impl Teller {
         if let Some(pending) = self.pending.take() {
             pending.tell(self.sent, ended, self.progress.as_deref());
         }
-    }
-}
-
-impl Drop for Teller {
-    fn drop(&mut self) {
-        self.end(Ended::Dropped);
     }
 }
 

@@ -36,7 +36,7 @@ impl Tenants {
         previous: Option<&Tenants>,
     ) -> Result<Self, ConfigError> {
         let mut tenants = Self::default();
-        for (name, config) in &loaded.config.tenants {
+        for (name, config) in loaded.config.tenants.iter() {
             let token = config.token_hash(name, loaded)?;
             let clash =
                 |message: String| ConfigError::at(&loaded.file, format!("tenants.{name}"), message);
@@ -85,6 +85,11 @@ impl super::Gateway {
     /// Tenant `name`'s usage counters, if it is configured.
     pub(crate) fn tenant_usage(&self, name: &str) -> Option<crate::observe::usage::Report> {
         self.current.load().tenants.get(name).map(|t| t.usage.report())
+    }
+
+    /// Whether tenant `name` is configured.
+    pub(crate) fn has_tenant(&self, name: &str) -> bool {
+        self.current.load().tenants.get(name).is_some()
     }
 
     /// Whether any tenant is configured.

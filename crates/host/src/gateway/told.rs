@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edgegate_runtime::{Progress, RequestId, Usage};
+use edgegate_runtime::{ExecErrorKind, Progress, RequestId, Usage};
 
 use super::tenants::Tenant;
 use crate::error::RequestError;
@@ -118,16 +118,23 @@ impl Pending {
     /// Tells the request, whose body ended so after `sent` bytes; `progress`: its streaming
     /// guest's, which says what it used in all and why its answer was cut.
     pub(crate) fn tell(self, sent: u64, ended: Ended, progress: Option<&Progress>) {
+        // A HEAD's body is never sent: hyper drops it, which ends it as it should.
+        let ended = match ended {
+            Ended::Dropped if self.method == http::Method::HEAD => Ended::Whole,
+            ended => ended,
+        };
         let usage = match progress {
             Some(progress) => Usage { load: self.usage.load, ..progress.usage() },
             None => self.usage,
         };
-        let cut = match ended {
-            Ended::Whole => None,
-            Ended::Failed => {
-                Some(progress.and_then(Progress::cut).map_or("upstream_body", |k| k.code()))
+        let cut = match (ended, progress) {
+            (Ended::Whole, _) => None,
+            (Ended::Failed, Some(progress)) => {
+                let kind = progress.cut().unwrap_or(ExecErrorKind::WorkerFailed);
+                Some(kind.code())
             }
-            Ended::Dropped => Some("client_closed"),
+            (Ended::Failed, None) => Some("upstream_body"),
+            (Ended::Dropped, _) => Some("client_closed"),
         };
         let logged = Logged {
             route: self.route.as_deref(),

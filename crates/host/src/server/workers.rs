@@ -80,9 +80,9 @@ pub(crate) async fn serve(
 fn whose(who: &Principal, path: &str, gateway: &Gateway) -> Option<(Owner, String)> {
     match (who, path.split_once('/')) {
         (Principal::Admin, None) => Some((Owner::Admin, path.to_owned())),
-        (Principal::Admin, Some((tenant, name))) => gateway
-            .tenant_usage(tenant)
-            .map(|_| (Owner::Tenant(tenant.to_owned()), name.to_owned())),
+        (Principal::Admin, Some((tenant, name))) => {
+            gateway.has_tenant(tenant).then(|| (Owner::Tenant(tenant.to_owned()), name.to_owned()))
+        }
         (Principal::Tenant(tenant), None) => Some((Owner::Tenant(tenant.clone()), path.to_owned())),
         (Principal::Tenant(tenant), Some((named, name))) if named == tenant => {
             Some((Owner::Tenant(tenant.clone()), name.to_owned()))
@@ -100,11 +100,11 @@ fn audit_change(
     worker: &str,
     result: &Result<Reloaded, DeployError>,
 ) {
-    let listed = gateway.worker_listing(None).into_iter().find(|w| w.name == worker);
-    let (digest, routes) = match (result, listed) {
-        (Ok(_), Some(listed)) => (listed.digest, listed.routes),
-        _ => ("-".to_owned(), Vec::new()),
+    let (digest, routes) = match result {
+        Ok(_) => gateway.worker_summary(worker).unwrap_or_default(),
+        Err(_) => Default::default(),
     };
+    let digest = if digest.is_empty() { "-".to_owned() } else { digest };
     audit::log(&Change {
         by: &who.label(),
         from,
