@@ -112,8 +112,12 @@ impl WindowMark {
 /// How requests failed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Errors {
-    /// Answered with another status than expected.
+    /// Answered with another status than expected, other than 503 and 504.
     pub status: u64,
+    /// Answered 503 or 504 instead: a server out of places, CPU budget or time, which a busy
+    /// machine can cause (see [`CapacityRound::excused`](crate::results::CapacityRound::excused)).
+    #[serde(default)]
+    pub shed: u64,
     /// The connection failed (refused, reset, closed mid-answer).
     pub io: u64,
     /// Not answered within the timeout, or still unanswered when the run ended.
@@ -127,11 +131,24 @@ pub struct Errors {
 impl Errors {
     /// All of them.
     pub fn total(&self) -> u64 {
-        self.status + self.io + self.timeout
+        self.status + self.shed + self.io + self.timeout
+    }
+
+    /// Counts `n` answers of `status`, which was not the one expected.
+    pub(crate) fn unexpected(&mut self, status: u16, n: u64) {
+        if matches!(status, 503 | 504) {
+            self.shed += n;
+        } else {
+            self.status += n;
+        }
+        if n > 0 {
+            self.last_status = Some(status);
+        }
     }
 
     pub(crate) fn add(&mut self, other: &Self) {
         self.status += other.status;
+        self.shed += other.shed;
         self.io += other.io;
         self.timeout += other.timeout;
         self.last_status = other.last_status.or(self.last_status);
@@ -144,8 +161,8 @@ impl Errors {
         }
         let status = self.last_status.map_or(String::new(), |s| format!(", the last answered {s}"));
         format!(
-            "{} answered with another status{status}, {} broken connections, {} timed out",
-            self.status, self.io, self.timeout
+            "{} answered with another status, {} with 503 or 504{status}, {} broken connections, {} timed out",
+            self.status, self.shed, self.io, self.timeout
         )
     }
 }
@@ -453,10 +470,7 @@ impl Connection {
                 false
             }
             Ok(status) => {
-                r.errors.status += recorded;
-                if job.recorded {
-                    r.errors.last_status = Some(status);
-                }
+                r.errors.unexpected(status, recorded);
                 false
             }
             Err(Failure::Io) => {

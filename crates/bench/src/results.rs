@@ -536,6 +536,38 @@ impl CapacityRound {
             && self.errors.total() == 0
     }
 
+    /// The most of a round's requests that may be shed (503, 504) and still be excused.
+    pub const EXCUSED_SHED_PCT: f64 = 10.0;
+
+    /// Why this round's failed requests are excused, or `None` when they are not (or there
+    /// were none). Only sheds are: answers of 503 or 504, a server out of places, CPU budget
+    /// or time, which a machine whose CPUs the hypervisor or other processes took can cause;
+    /// and only in a round the lab measured so (steal or foreign CPU over
+    /// [`Steal::P99_BOUND_PCT`]), and for at most [`Self::EXCUSED_SHED_PCT`] of its requests.
+    /// A wrong status, a broken connection or a timeout is never excused.
+    pub fn excused(&self) -> Option<String> {
+        let e = &self.errors;
+        if e.shed == 0 || e.status > 0 || e.io > 0 || e.timeout > 0 {
+            return None;
+        }
+        let steal = self.steal.filter(Steal::bounds_p99);
+        let foreign = self.foreign.filter(Foreign::bounds_p99);
+        if steal.is_none() && foreign.is_none() {
+            return None;
+        }
+        let share = 100.0 * e.shed as f64 / (self.ok + e.shed) as f64;
+        if share > Self::EXCUSED_SHED_PCT {
+            return None;
+        }
+        let steal = steal.map_or("-".to_owned(), |s| s.describe());
+        let foreign = foreign.map_or("-".to_owned(), |f| f.describe());
+        Some(format!(
+            "{} of {} requests ({share:.1} %) shed with 503 or 504 while the CPUs were taken: steal {steal} %, other processes {foreign} %",
+            e.shed,
+            self.ok + e.shed
+        ))
+    }
+
     /// What held the server under its CPU, when it was not saturated.
     pub fn bottleneck(&self) -> Option<String> {
         if self.saturated() {
@@ -791,5 +823,42 @@ pub(crate) mod tests {
         let summed = round(23.0, 92.0, None).bottleneck().unwrap();
         assert!(summed.contains("load generator's CPUs were full"), "{summed}");
         assert!(round(23.0, 90.0, None).bottleneck().unwrap().contains("not CPU-bound"));
+    }
+
+    #[test]
+    fn only_a_few_sheds_on_taken_cpus_are_excused_never_a_wrong_status() {
+        use crate::load::Errors;
+        let round = |errors: Errors, steal_pct: f64, foreign_pct: f64| CapacityRound {
+            ok: 1000,
+            errors,
+            steal: Some(Steal { server_pct: steal_pct, load_pct: Some(0.0) }),
+            foreign: Some(Foreign { server_pct: foreign_pct, load_pct: Some(0.0) }),
+            ..CapacityRound::default()
+        };
+        let shed = |n| {
+            let mut e = Errors::default();
+            e.unexpected(503, n);
+            e
+        };
+        // A few 503s while the hypervisor took 3 % of the CPUs: said, not failed.
+        let excused = round(shed(20), 3.0, 0.0).excused().expect("excused");
+        assert!(excused.contains("20 of 1020 requests"), "{excused}");
+        assert!(round(shed(20), 0.0, 2.0).excused().is_some(), "other processes' CPU too");
+        // The same sheds on CPUs nobody took: the round is not calm only because of them.
+        assert_eq!(round(shed(20), 0.2, 0.3).excused(), None);
+        // More than the stated share.
+        assert_eq!(round(shed(200), 3.0, 0.0).excused(), None);
+        // Wrong statuses are never excused, even when the last answer was a 503 (the rule
+        // before this one excused exactly this round).
+        let mut wrong = shed(1);
+        wrong.unexpected(500, 9);
+        wrong.unexpected(503, 1);
+        assert_eq!(wrong.last_status, Some(503));
+        assert_eq!(round(wrong, 3.0, 0.0).excused(), None);
+        let broken = Errors { io: 1, ..shed(5) };
+        assert_eq!(round(broken, 3.0, 0.0).excused(), None);
+        let late = Errors { timeout: 1, ..shed(5) };
+        assert_eq!(round(late, 3.0, 0.0).excused(), None);
+        assert_eq!(round(Errors::default(), 3.0, 0.0).excused(), None, "nothing to excuse");
     }
 }

@@ -348,8 +348,7 @@ impl<'a> Loop<'a> {
                 self.result.ok += 1;
                 self.result.latency.record(now - conn.sent);
             } else {
-                self.result.errors.status += 1;
-                self.result.errors.last_status = Some(answer.status);
+                self.result.errors.unexpected(answer.status, 1);
             }
         }
         let per_request = matches!(&self.spec.transport, Transport::Tls(t) if t.per_request);
