@@ -201,10 +201,9 @@ fn a_binary_upgrade_under_load_refuses_and_fails_nothing() {
         return;
     }
     let before = std::fs::read_to_string(MIGRATE).unwrap_or_default();
-    if std::fs::write(MIGRATE, "1").is_err() {
-        eprintln!(
-            "!!! SKIPPED: cannot set {MIGRATE} (needs root); the upgrade under load is not checked"
-        );
+    if let Err(e) = std::fs::write(MIGRATE, "1") {
+        let why = format!("cannot set {MIGRATE} ({e}): it needs root");
+        crate::support::skipped("a binary upgrade under load", &why, "EDGEGATE_REQUIRE_ROOT");
         return;
     }
     let restore = Restore(MIGRATE, before);

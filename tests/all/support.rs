@@ -343,12 +343,9 @@ fn unbound() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 0))
 }
 
-/// Says loudly that `what` is not tested, and `why`; fails instead when the environment
-/// variable `required` is 1 (as `.ci/run` sets it for each dependency).
-pub fn skipped(what: &str, why: &str, required: &str) {
-    assert!(std::env::var(required).as_deref() != Ok("1"), "{what}: {why}");
-    eprintln!("!!! SKIPPED: {what}: {why}");
-}
+/// Says loudly that `what` is not tested, and `why`, and lists it for `./scripts/test`'s end;
+/// fails instead when the environment variable `required` is 1 (as `.ci/run` sets for each).
+pub use edgegate_testkit::skipped;
 
 /// `POST /reload` on `gw`'s admin listener, with `token` as its bearer token if given.
 pub fn reload(gw: &Gateway, token: Option<&str>) -> Reply {

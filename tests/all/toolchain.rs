@@ -277,7 +277,9 @@ fn every_template_builds_and_passes_its_own_tests() {
 #[test]
 fn a_module_over_its_budget_exits_3_with_the_report() {
     if wasm_opt().is_none() {
-        eprintln!("!!! SKIPPED: the budget applies to optimized modules, and there is no wasm-opt");
+        let why =
+            "the budget applies to optimized modules, and there is no wasm-opt (tools/install)";
+        crate::support::skipped("a module over its size budget", why, "EDGEGATE_REQUIRE_WASM_OPT");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -151,7 +151,8 @@ mod tests {
     fn a_spawned_server_runs_on_the_server_cpus_and_the_caller_is_unchanged() {
         let cpus = available_cpus().unwrap();
         if cpus.len() < 2 {
-            eprintln!("SKIPPED: one CPU, nothing to pin apart");
+            let why = "one CPU, nothing to pin apart";
+            edgegate_testkit::skipped("pinning the server apart", why, "EDGEGATE_REQUIRE_TWO_CPUS");
             return;
         }
         let plan = CpuPlan::new(&cpus, true);

@@ -10,6 +10,7 @@
 //!   `programs/hostile/src/lib.rs`) and one constant per `programs/*.wat` file.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 
@@ -31,9 +32,11 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
 #[cfg(feature = "test-programs")]
 pub fn wasip2_std() -> Option<&'static str> {
     if WASIP2_STD.is_none() {
-        let why = "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)";
-        assert!(std::env::var("EDGEGATE_REQUIRE_WASIP2").as_deref() != Ok("1"), "{why}");
-        eprintln!("!!! SKIPPED: {why}");
+        edgegate_testkit::skipped(
+            "the std guest built for wasm32-wasip2",
+            "the wasm32-wasip2 target is not installed (`rustup target add wasm32-wasip2`)",
+            "EDGEGATE_REQUIRE_WASIP2",
+        );
     }
     WASIP2_STD
 }

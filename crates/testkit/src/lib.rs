@@ -12,11 +12,15 @@
 //! ```
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod jpeg;
 pub mod photo;
 pub mod redis;
 pub mod registry;
+pub mod skip;
+
+pub use skip::skipped;
 
 use base64ct::{Base64UrlUnpadded, Encoding};
 use edgegate_abi::jws::Alg;
@@ -30,12 +34,6 @@ pub(crate) fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
-}
-
-/// Whether the environment variable `name` is `1`: a dependency the tests need must be there
-/// (as `.ci/run` sets for each), so its absence fails instead of skipping.
-pub(crate) fn required(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| v == "1")
 }
 
 /// The published vectors and keys.

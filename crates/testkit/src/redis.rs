@@ -24,15 +24,11 @@ impl RedisServer {
         let port = crate::free_port();
         match Self::start_on(port) {
             Ok(server) => Some(server),
-            Err(e)
-                if e.kind() == std::io::ErrorKind::NotFound
-                    && !crate::required("EDGEGATE_REQUIRE_REDIS") =>
-            {
-                eprintln!(
-                    "\n!!! SKIPPED {test}: redis-server is not installed ({e}). \
-                     Install it (Debian: apt-get install redis-server) to run the Redis tests; \
-                     EDGEGATE_REQUIRE_REDIS=1 makes this a failure.\n"
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let why = format!(
+                    "redis-server is not installed ({e}); Debian: apt-get install redis-server"
                 );
+                crate::skipped(test, &why, "EDGEGATE_REQUIRE_REDIS");
                 None
             }
             Err(e) => panic!("{test}: cannot start redis-server: {e}"),

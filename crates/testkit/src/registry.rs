@@ -57,7 +57,6 @@ impl Registry {
                 &format!("auth:\n  htpasswd:\n    realm: {realm}\n    path: {}\n", file.display());
         }
         std::fs::write(&config, text).expect("writing the registry's configuration");
-        let required = crate::required("EDGEGATE_REQUIRE_REGISTRY");
         let child = match Command::new("docker-registry")
             .arg("serve")
             .arg(&config)
@@ -66,12 +65,11 @@ impl Registry {
             .spawn()
         {
             Ok(child) => child,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
-                eprintln!(
-                    "\n!!! SKIPPED {test}: docker-registry is not installed ({e}). Install it \
-                     (Debian: apt-get install docker-registry) to run the registry tests; \
-                     EDGEGATE_REQUIRE_REGISTRY=1 makes this a failure.\n"
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let why = format!(
+                    "docker-registry is not installed ({e}); Debian: apt-get install docker-registry"
                 );
+                crate::skipped(test, &why, "EDGEGATE_REQUIRE_REGISTRY");
                 return None;
             }
             Err(e) => panic!("{test}: cannot start docker-registry: {e}"),
