@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -24,6 +24,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use json_transform::order::{self, Product, Refusal};
+use parking_lot::RwLock;
 
 use crate::workload::ISSUER;
 
@@ -260,14 +261,14 @@ impl Native {
     fn kv(&self, method: &Method, key: &str, body: Bytes) -> Response<Full<Bytes>> {
         match *method {
             Method::GET => {
-                let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+                let store = self.store.read();
                 match store.get(key) {
                     Some(value) => respond(200, "application/json", value.clone()),
                     None => json(404, r#"{"error":"not_found"}"#.into()),
                 }
             }
             Method::PUT => {
-                let mut store = self.store.write().unwrap_or_else(|e| e.into_inner());
+                let mut store = self.store.write();
                 store.insert(key.to_string(), body);
                 respond(204, "application/json", Bytes::new())
             }

@@ -6,8 +6,10 @@
 //! A prune keeps every module a live worker runs (of any snapshot still held), read when it
 //! starts, not when it was asked for.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
 
 use crate::module_cache::hex;
 use crate::resident::Resident;
@@ -42,7 +44,7 @@ impl Pruner {
             return;
         }
         let wait = {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.state.lock();
             if state.pending {
                 return;
             }
@@ -58,7 +60,7 @@ impl Pruner {
 
     fn prune(&self) {
         {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.state.lock();
             state.pending = false;
             state.last = Some(Instant::now());
         }

@@ -22,10 +22,11 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use lru::LruCache;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{OnceCell, Semaphore};
 use wasmtime::{Engine, Linker};
 
@@ -111,11 +112,11 @@ impl Resident {
     }
 
     fn lru(&self) -> MutexGuard<'_, LruCache<Digest, Arc<Code>>> {
-        self.lru.lock().unwrap_or_else(|e| e.into_inner())
+        self.lru.lock()
     }
 
     fn loading(&self) -> MutexGuard<'_, HashMap<Digest, Arc<OnceCell<Loaded>>>> {
-        self.loading.lock().unwrap_or_else(|e| e.into_inner())
+        self.loading.lock()
     }
 
     /// How many modules are resident, and what the set has done.
@@ -207,12 +208,12 @@ impl Resident {
 
     /// Counts a worker that runs module `digest`.
     pub(crate) fn add_user(&self, digest: &Digest) {
-        *self.users.lock().unwrap_or_else(|e| e.into_inner()).entry(*digest).or_default() += 1;
+        *self.users.lock().entry(*digest).or_default() += 1;
     }
 
     /// Counts a worker that ran module `digest` gone; the module's code goes with the last.
     pub(crate) fn remove_user(&self, digest: &Digest) {
-        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        let mut users = self.users.lock();
         let Some(count) = users.get_mut(digest) else { return };
         *count -= 1;
         if *count == 0 {
@@ -223,7 +224,7 @@ impl Resident {
 
     /// The modules some worker runs (of any snapshot still held).
     pub(crate) fn in_use(&self) -> Vec<Digest> {
-        self.users.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
+        self.users.lock().keys().copied().collect()
     }
 
     /// Whether module `digest` is resident, without making it the most recently used.

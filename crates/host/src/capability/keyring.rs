@@ -18,7 +18,7 @@
 //! Each change is published to the worker as a whole new `KeySet` (an `ArcSwap` store): the
 //! request path never waits on a fetch. A token's `kid` never causes a fetch or a file read.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -26,6 +26,7 @@ use edgegate_runtime::Keys;
 use edgegate_runtime::keys::{Alg, Key, KeyError, KeySet, parse_jwks};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -84,7 +85,7 @@ impl Sources {
         let mut keys = self.fixed.clone();
         let mut incomplete = false;
         for slot in &self.urls {
-            let slot = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let slot = slot.lock();
             if slot.usable(now) {
                 keys.extend(slot.keys.iter().cloned());
             } else {
@@ -332,7 +333,7 @@ impl Fetcher {
         loop {
             let now = Instant::now();
             let (usable_until, fresh_until) = {
-                let s = sources.urls[slot].lock().unwrap_or_else(|p| p.into_inner());
+                let s = sources.urls[slot].lock();
                 (s.usable_until, s.usable_until.map(|u| u.checked_sub(self.max_stale).unwrap_or(u)))
             };
             let wait = match (failures, fresh_until) {
@@ -359,12 +360,12 @@ impl Fetcher {
     /// One fetch, and what it changes in the slot. Returns whether it succeeded.
     async fn refresh(&self, sources: &Sources, slot: usize) -> bool {
         let (etag, last_modified) = {
-            let s = sources.urls[slot].lock().unwrap_or_else(|p| p.into_inner());
+            let s = sources.urls[slot].lock();
             (s.etag.clone(), s.last_modified.clone())
         };
         let result = tokio::time::timeout(self.timeout, self.fetch(etag, last_modified)).await;
         let result = result.unwrap_or(Err(FetchError::Timeout(self.timeout)));
-        let mut s = sources.urls[slot].lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = sources.urls[slot].lock();
         match result {
             Ok(Fetched::Keys { keys, ttl, etag, last_modified }) => {
                 tracing::info!(url = %self.url, keys = keys.len(), next_refresh = ?ttl, "JWKS fetched");
@@ -494,7 +495,7 @@ fn cache_lifetime(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 mod tests {
     use super::*;
 
-    use crate::tests::header_map as headers;
+    use crate::tests::headers::header_map as headers;
 
     #[test]
     fn cache_headers_set_the_lifetime() {

@@ -17,10 +17,11 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::Thread;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Lines the queue holds by default: about 10 MiB of 300-byte access lines, a third of a
@@ -75,7 +76,7 @@ struct Queue {
 impl Queue {
     fn push(&self, line: &[u8]) {
         let was_empty = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pending = self.pending.lock();
             if pending.lines >= self.limit {
                 drop(pending);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -96,7 +97,7 @@ impl Queue {
     /// What is queued, swapped for `spare` (emptied).
     fn take(&self, spare: &mut Vec<u8>) {
         spare.clear();
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending.lock();
         std::mem::swap(&mut pending.bytes, spare);
         pending.lines = 0;
     }
@@ -117,7 +118,7 @@ impl Queue {
             }
             self.idle.store(true, Ordering::SeqCst);
             // A line queued before `idle` was set did not wake us: look again.
-            let empty = self.pending.lock().unwrap_or_else(|e| e.into_inner()).lines == 0;
+            let empty = self.pending.lock().lines == 0;
             if empty && !self.stopping.load(Ordering::SeqCst) {
                 std::thread::park();
             }

@@ -4,11 +4,11 @@
 //! registry hands out; new credentials (a rotated Secret) get a new client.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+use parking_lot::Mutex;
 
 /// The clients, by what makes one differ.
 #[derive(Default)]
@@ -19,7 +19,7 @@ type Key = (String, bool, Duration, Option<(String, String)>);
 
 impl std::fmt::Debug for Clients {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let count = self.0.lock().map_or(0, |clients| clients.len());
+        let count = self.0.lock().len();
         f.debug_struct("Clients").field("count", &count).finish()
     }
 }
@@ -40,7 +40,7 @@ impl Clients {
             RegistryAuth::Bearer(token) => Some((String::new(), token.clone())),
         };
         let key = (reference.resolve_registry().to_owned(), insecure, timeout, credentials);
-        let mut clients = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clients = self.0.lock();
         clients
             .entry(key)
             .or_insert_with(|| super::client(reference, insecure, Some(timeout)))

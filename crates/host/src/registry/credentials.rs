@@ -16,10 +16,11 @@
 use std::collections::HashMap;
 use std::io::BufReader;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use docker_credential::{CredentialRetrievalError, DockerCredential};
 use oci_client::secrets::RegistryAuth;
+use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
 use super::RegistryError;
@@ -44,7 +45,7 @@ type Read = Result<RegistryAuth, String>;
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let count = self.0.lock().map_or(0, |read| read.len());
+        let count = self.0.lock().len();
         f.debug_struct("Credentials").field("registries", &count).finish()
     }
 }
@@ -53,7 +54,7 @@ impl Credentials {
     /// `registry`'s (`host[:port]`) credentials: read the first time, the same answer after.
     pub async fn get(&self, registry: &str) -> Result<RegistryAuth, RegistryError> {
         let cell = {
-            let mut read = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut read = self.0.lock();
             read.entry(registry.to_owned()).or_default().clone()
         };
         let registry = registry.to_owned();

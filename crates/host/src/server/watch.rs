@@ -12,12 +12,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use edgegate_runtime::Stamp;
 use notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use parking_lot::Mutex;
 
 use crate::Gateway;
 
@@ -62,7 +63,7 @@ pub fn watch(gateway: Arc<Gateway>) -> Result<Watch, WatchError> {
             watched.files().iter().filter_map(|f| canonical(f)).collect();
         let named = events.iter().flat_map(|e| e.paths.iter()).find(|p| files.contains(*p));
         // Every file's stamp is brought up to date; one newly watched is not a change.
-        let mut stamps = stamps.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut stamps = stamps.lock();
         let restamped: Vec<&PathBuf> = files
             .iter()
             .filter(|f| {

@@ -18,9 +18,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
 
 /// Buckets `first`, `2 × first`, …: `bounds` of them, then `+Inf`.
 #[derive(Debug)]
@@ -144,12 +146,12 @@ impl<K, T> Default for Keyed<K, T> {
 impl<K: PartialEq, T> Keyed<K, T> {
     /// Runs `f` on the series of `key`, made by `make` the first time.
     pub(crate) fn with(&self, key: K, make: impl FnOnce() -> T, f: impl Fn(&T)) {
-        let read = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let read = self.0.read();
         if let Some((_, series)) = read.iter().find(|(k, _)| *k == key) {
             return f(series);
         }
         drop(read);
-        let mut write = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let mut write = self.0.write();
         if let Some((_, series)) = write.iter().find(|(k, _)| *k == key) {
             return f(series);
         }
@@ -201,7 +203,7 @@ fn find_or_add<T>(
     labels: Labels,
     new: impl FnOnce() -> Arc<T>,
 ) -> Arc<T> {
-    let mut families = families.lock().unwrap_or_else(|e| e.into_inner());
+    let mut families = families.lock();
     let family = match families.iter().position(|f| f.name == name) {
         Some(i) => &mut families[i],
         None => {
@@ -214,7 +216,7 @@ fn find_or_add<T>(
 
 /// The series of `name` with `labels` in `families`, if something registered it.
 fn find<T>(families: &Families<T>, name: &str, labels: &Labels) -> Option<Arc<T>> {
-    let families = families.lock().unwrap_or_else(|e| e.into_inner());
+    let families = families.lock();
     families.iter().find(|f| f.name == name)?.series.get(labels).cloned()
 }
 
@@ -284,7 +286,7 @@ fn render_families<T>(
     kind: &str,
     series: impl Fn(&mut String, &str, &Labels, &T),
 ) {
-    let mut families = families.lock().unwrap_or_else(|e| e.into_inner());
+    let mut families = families.lock();
     prune(&mut families);
     for family in families.iter() {
         header(out, family, kind);
