@@ -30,7 +30,7 @@ use crate::forward::client::{self, ClientError, SendFailure};
 use crate::forward::headers::strip_hop_by_hop;
 use crate::forward::pool::{Pool, PoolSettings};
 use crate::forward::upstream::Upstream;
-use crate::observe::metrics::Count;
+use crate::observe::metrics::{CountsBy, LabelValue};
 
 /// Sends `request` through `pool` and reads the whole response, at most `max_body` bytes.
 /// `name` (the upstream's, or the origin) is for error messages.
@@ -103,7 +103,7 @@ pub(crate) struct WorkerFetcher {
     /// The `[fetch]` pools.
     pub(crate) pools: Arc<FetchPools>,
     /// `edgegate_fetches_total{worker,outcome}`, by [`Outcome`].
-    pub(crate) counts: Arc<[Arc<Count>; Outcome::ALL.len()]>,
+    pub(crate) counts: Arc<CountsBy<Outcome>>,
 }
 
 /// The `[fetch]` pools, one per [`Reach`]: the operator's workers' (anywhere), and, when
@@ -149,7 +149,7 @@ impl FetchPools {
 }
 
 /// How a fetch ended, for `edgegate_fetches_total{outcome}`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Ok,
     Denied,
@@ -161,8 +161,9 @@ pub(crate) enum Outcome {
     Limit,
 }
 
-impl Outcome {
-    pub(crate) const ALL: [Self; 7] = [
+impl LabelValue for Outcome {
+    const LABEL: &'static str = "outcome";
+    const ALL: &'static [Self] = &[
         Self::Ok,
         Self::Denied,
         Self::Invalid,
@@ -172,7 +173,7 @@ impl Outcome {
         Self::Limit,
     ];
 
-    fn label(self) -> &'static str {
+    fn value(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::Denied => "denied",
@@ -183,7 +184,9 @@ impl Outcome {
             Self::Limit => "limit",
         }
     }
+}
 
+impl Outcome {
     fn of(result: Result<&http::Response<Bytes>, &FetchError>) -> Self {
         match result {
             Ok(_) => Self::Ok,
@@ -196,12 +199,9 @@ impl Outcome {
     }
 
     /// The counters of worker `worker`, one per outcome.
-    pub(crate) fn counters(worker: &str) -> Arc<[Arc<Count>; Self::ALL.len()]> {
-        Arc::new(Self::ALL.map(|outcome| {
-            let labels =
-                vec![("worker", worker.to_owned()), ("outcome", outcome.label().to_owned())];
-            crate::observe::metrics::counter("edgegate_fetches_total", labels)
-        }))
+    pub(crate) fn counters(worker: &str) -> Arc<CountsBy<Self>> {
+        let labels = vec![("worker", worker.to_owned())];
+        Arc::new(CountsBy::new("edgegate_fetches_total", &labels))
     }
 }
 
@@ -215,18 +215,18 @@ impl Fetcher for WorkerFetcher {
         match self.route(request, max_body) {
             Ok(future) => Ok(Box::pin(async move {
                 let result = future.await;
-                counts[Outcome::of(result.as_ref()) as usize].increment(1);
+                counts.increment(Outcome::of(result.as_ref()));
                 result
             })),
             Err(error) => {
-                counts[Outcome::of(Err(&error)) as usize].increment(1);
+                counts.increment(Outcome::of(Err(&error)));
                 Err(error)
             }
         }
     }
 
     fn over_cap(&self) {
-        self.counts[Outcome::Limit as usize].increment(1);
+        self.counts.increment(Outcome::Limit);
     }
 }
 

@@ -17,6 +17,7 @@ use tokio::sync::Semaphore;
 use arc_swap::ArcSwap;
 use edgegate_runtime::{Keys, Worker};
 
+use super::snapshot::Kv;
 use super::tenants::Tenants;
 use super::{
     Action, Background, Gateway, Gauges, RequestIds, Share, Snapshot, SplitTarget, Target,
@@ -31,24 +32,16 @@ use crate::config::{
 };
 use crate::forward::pool::PoolSettings;
 use crate::forward::upstream::Upstream;
-use crate::observe::metrics::RouteMetrics;
+use crate::observe::metrics::{CountsBy, RouteMetrics};
 use crate::registry::{Credentials, Digest, Pull, Pulled, Resolution, Store};
 use crate::route::claims::ClaimSource;
 use crate::route::identity::Identity;
 use crate::route::rate_limit::{Policy, RouteLimit};
 use crate::route::router::Router;
-use crate::route::split::{By, Split};
+use crate::route::split::Split;
 
 /// The modules `builtin:NAME` refers to: the workers bundled in the binary.
 pub type Builtins = &'static [(&'static str, &'static [u8])];
-
-/// The KV namespaces and their background tasks. Opened once: every snapshot shares them
-/// while `[kv]` is unchanged (a reload cannot change it).
-#[derive(Debug)]
-pub(crate) struct Kv {
-    namespaces: BTreeMap<String, edgegate_kv::Namespace>,
-    _tasks: Background,
-}
 
 impl Gateway {
     /// Loads every worker of `loaded` (compiling or loading from the module cache), opens the
@@ -553,14 +546,10 @@ impl Steps<'_> {
                             },
                             route: name.to_owned(),
                             name: t.name.clone(),
-                            decided: [By::Override, By::Rule, By::Sticky, By::Random].map(|by| {
-                                let labels = vec![
-                                    ("route", name.to_owned()),
-                                    ("target", t.name.clone()),
-                                    ("by", by.label().to_owned()),
-                                ];
-                                crate::observe::metrics::counter("edgegate_split_total", labels)
-                            }),
+                            decided: CountsBy::new(
+                                "edgegate_split_total",
+                                &[("route", name.to_owned()), ("target", t.name.clone())],
+                            ),
                             fallbacks: Default::default(),
                         })
                         .collect();

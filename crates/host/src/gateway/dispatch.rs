@@ -155,7 +155,7 @@ impl Gateway {
             return Chosen { action, fallback: None, shadow: None };
         };
         let (name, chosen, by) = split.choose(parts, &self.token);
-        chosen.decided[by as usize].increment(1);
+        chosen.decided.increment(by);
         logged.target = Some(name);
         Chosen {
             action: &chosen.action,

@@ -15,10 +15,10 @@ use super::share::Share;
 use crate::config::{Loaded, ServerConfig};
 use crate::error::{ErrorKind, RequestError};
 use crate::forward::upstream::Upstream;
-use crate::observe::metrics::{Count, Keyed, Level, RouteMetrics};
+use crate::observe::metrics::{Count, CountsBy, Keyed, Level, RouteMetrics};
 use crate::route::path::PathRules;
 use crate::route::router::Router;
-use crate::route::split::Split;
+use crate::route::split::{By, Split};
 
 /// One version of the configuration, whole: workers loaded, routes compiled, upstream pools
 /// open, keys loaded, limits in force.
@@ -49,13 +49,21 @@ pub(crate) struct Snapshot {
     pub(super) worker_info: Vec<Arc<Level>>,
     /// The KV namespaces, shared with the snapshots before and after it while `[kv]` is
     /// unchanged.
-    pub(super) kv: Arc<super::build::Kv>,
+    pub(super) kv: Arc<Kv>,
     /// The TLS listener's configuration: certificates, versions, client authorities.
     pub(super) tls: Option<Arc<rustls::ServerConfig>>,
     /// The tenants: their tokens' hashes, shares and usage.
     pub(super) tenants: Arc<super::tenants::Tenants>,
     /// JWKS refreshers and demo origins, stopped when the last request on this snapshot ends.
     pub(super) _background: Background,
+}
+
+/// The KV namespaces and their background tasks. Opened once: every snapshot shares them
+/// while `[kv]` is unchanged (a reload cannot change it).
+#[derive(Debug)]
+pub(crate) struct Kv {
+    pub(super) namespaces: BTreeMap<String, edgegate_kv::Namespace>,
+    pub(super) _tasks: Background,
 }
 
 /// Tasks that live as long as the gateway.
@@ -100,9 +108,8 @@ pub(super) enum Action {
 #[derive(Debug)]
 pub(super) struct SplitTarget {
     pub(super) action: Action,
-    /// `edgegate_split_total{route,target,by}`, by [`By`](crate::route::split::By) in declaration
-    /// order.
-    pub(super) decided: [Arc<Count>; 4],
+    /// `edgegate_split_total{route,target,by}`.
+    pub(super) decided: CountsBy<By>,
     /// The route's name, for the fallback counter.
     pub(super) route: String,
     /// This target's name.

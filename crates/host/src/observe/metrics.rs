@@ -12,6 +12,7 @@
 //! (`series`: fixed atomic buckets, one atomic per gauge or counter), cheaper per sample than
 //! the recorder's, and dropped when what they are about is gone (a reload removed it).
 
+mod by_label;
 mod series;
 
 use std::sync::{Arc, OnceLock};
@@ -22,6 +23,7 @@ use metrics::Unit;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::error::{ErrorKind, RequestError};
+pub(crate) use by_label::{CountsBy, LabelValue};
 use series::BYTES;
 pub(crate) use series::{Buckets, Count, Keyed, Level, Raised, SECONDS};
 

@@ -17,7 +17,6 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use edgegate_runtime::Keys;
@@ -26,10 +25,10 @@ use edgegate_sdk::jwt::{self, Jwt, Validation};
 use http::HeaderMap;
 
 use crate::config::JwtConfig;
-use crate::observe::metrics::Count;
+use crate::observe::metrics::{CountsBy, LabelValue};
 
 /// What became of a request's token at a split, for `edgegate_split_claims_total{outcome}`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     Verified,
     /// No `Authorization: Bearer` header.
@@ -40,10 +39,11 @@ enum Outcome {
     Unavailable,
 }
 
-impl Outcome {
-    const ALL: [Self; 4] = [Self::Verified, Self::Missing, Self::Invalid, Self::Unavailable];
+impl LabelValue for Outcome {
+    const LABEL: &'static str = "outcome";
+    const ALL: &'static [Self] = &[Self::Verified, Self::Missing, Self::Invalid, Self::Unavailable];
 
-    fn label(self) -> &'static str {
+    fn value(self) -> &'static str {
         match self {
             Self::Verified => "verified",
             Self::Missing => "missing",
@@ -58,7 +58,7 @@ impl Outcome {
 pub(crate) struct ClaimSource {
     keys: Keys,
     validation: Validation,
-    outcomes: [Arc<Count>; 4],
+    outcomes: CountsBy<Outcome>,
 }
 
 impl ClaimSource {
@@ -73,10 +73,7 @@ impl ClaimSource {
             required: policy.required_claims.clone(),
             max_token_len: policy.max_token_bytes.bytes() as usize,
         };
-        let outcomes = Outcome::ALL.map(|outcome| {
-            let labels = vec![("route", route.to_owned()), ("outcome", outcome.label().to_owned())];
-            crate::observe::metrics::counter(metric, labels)
-        });
+        let outcomes = CountsBy::new(metric, &[("route", route.to_owned())]);
         Self { keys, validation, outcomes }
     }
 
@@ -97,7 +94,7 @@ impl ClaimSource {
                 Outcome::Invalid
             }
         };
-        self.outcomes[outcome as usize].increment(1);
+        self.outcomes.increment(outcome);
         verified
     }
 }

@@ -10,7 +10,7 @@ use super::rate_local::{Decision, LocalLimit};
 use super::rate_shared::{Failure, SharedLimit};
 use crate::config::{ConfigError, KeyPart, Loaded, OnError, RateLimitConfig, Scope};
 use crate::error::{ErrorKind, RequestError};
-use crate::observe::metrics::{Count, counter};
+use crate::observe::metrics::{Count, CountsBy, LabelValue, counter};
 
 /// A policy in force: its parts, whether it refuses, and its counts. Shared by every route
 /// that names it, and by the next snapshot while its table is unchanged (a reload keeps the
@@ -77,28 +77,52 @@ impl Policy {
     }
 }
 
+/// What a policy decided for one request: the `outcome` of
+/// `edgegate_rate_limit_decisions_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Allowed,
+    Limited,
+    /// Over the limit, and let through: the policy is a dry run.
+    DryRunLimited,
+    /// The request has no key to count it by: let through.
+    NoKey,
+    /// A shared policy whose Redis could not decide.
+    Unavailable,
+}
+
+impl LabelValue for Outcome {
+    const LABEL: &'static str = "outcome";
+    const ALL: &'static [Self] =
+        &[Self::Allowed, Self::Limited, Self::DryRunLimited, Self::NoKey, Self::Unavailable];
+
+    fn value(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Limited => "limited",
+            Self::DryRunLimited => "dry_run_limited",
+            Self::NoKey => "no_key",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
 /// A policy as one route applies it, with that route's series.
 #[derive(Debug, Clone)]
 pub(crate) struct RouteLimit {
     policy: std::sync::Arc<Policy>,
-    /// `edgegate_rate_limit_decisions_total`: allowed, limited, dry_run_limited, no_key,
-    /// unavailable.
-    outcomes: [std::sync::Arc<Count>; 5],
+    /// `edgegate_rate_limit_decisions_total`.
+    outcomes: std::sync::Arc<CountsBy<Outcome>>,
     /// `edgegate_rate_limited_total`.
     refused: std::sync::Arc<Count>,
 }
 
 impl RouteLimit {
     pub(crate) fn new(policy: std::sync::Arc<Policy>, name: &str, route: &str) -> Self {
-        let labels = |outcome: Option<&str>| {
-            let mut labels = vec![("policy", name.to_owned()), ("route", route.to_owned())];
-            labels.extend(outcome.map(|o| ("outcome", o.to_owned())));
-            labels
-        };
-        let outcomes = ["allowed", "limited", "dry_run_limited", "no_key", "unavailable"]
-            .map(|o| counter("edgegate_rate_limit_decisions_total", labels(Some(o))));
-        let refused = counter("edgegate_rate_limited_total", labels(None));
-        Self { policy, outcomes, refused }
+        let labels = vec![("policy", name.to_owned()), ("route", route.to_owned())];
+        let outcomes = CountsBy::new("edgegate_rate_limit_decisions_total", &labels);
+        let refused = counter("edgegate_rate_limited_total", labels);
+        Self { policy, outcomes: std::sync::Arc::new(outcomes), refused }
     }
 
     /// Counts the request `facts` describe: `Err` if the policy refuses it (429, with
@@ -115,13 +139,13 @@ impl RouteLimit {
             }
         }
         let Some(key) = key(&policy.parts, facts) else {
-            self.outcomes[3].increment(1);
+            self.outcomes.increment(Outcome::NoKey);
             return Ok(());
         };
         let decision = match policy.decide(key).await {
             Ok(decision) => decision,
             Err(failure) => {
-                self.outcomes[4].increment(1);
+                self.outcomes.increment(Outcome::Unavailable);
                 return Err(RequestError::new(
                     ErrorKind::RateLimitUnavailable,
                     format!(
@@ -132,14 +156,14 @@ impl RouteLimit {
             }
         };
         let Decision::Limited { retry_after } = decision else {
-            self.outcomes[0].increment(1);
+            self.outcomes.increment(Outcome::Allowed);
             return Ok(());
         };
         if policy.config.dry_run {
-            self.outcomes[2].increment(1);
+            self.outcomes.increment(Outcome::DryRunLimited);
             return Ok(());
         }
-        self.outcomes[1].increment(1);
+        self.outcomes.increment(Outcome::Limited);
         self.refused.increment(1);
         let mut error = RequestError::new(
             ErrorKind::RateLimited,

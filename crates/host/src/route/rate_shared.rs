@@ -29,7 +29,7 @@ use edgegate_kv::{Gcra, KvError, RedisSettings, RedisStore};
 use super::rate_local::Decision;
 use crate::capability::kv::{SetupError, redis_url};
 use crate::config::{ConfigError, Loaded, OnError, RateLimitConfig};
-use crate::observe::metrics::{Count, counter};
+use crate::observe::metrics::{Count, CountsBy, LabelValue, counter};
 
 /// How long a policy decides without Redis after it failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -47,6 +47,19 @@ pub(crate) enum Failure {
     Unavailable,
     /// Not asked: it failed less than [`RETRY_AFTER`] ago.
     Skipped,
+}
+
+impl LabelValue for Failure {
+    const LABEL: &'static str = "error";
+    const ALL: &'static [Self] = &[Self::Timeout, Self::Unavailable, Self::Skipped];
+
+    fn value(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Unavailable => "unavailable",
+            Self::Skipped => "skipped",
+        }
+    }
 }
 
 impl std::fmt::Display for Failure {
@@ -76,7 +89,7 @@ pub(crate) struct SharedLimit {
     unlogged: AtomicU64,
     epoch: Instant,
     /// `edgegate_rate_limit_redis_errors_total` by [`Failure`].
-    errors: [Arc<Count>; 3],
+    errors: CountsBy<Failure>,
     /// `edgegate_rate_limit_local_fallbacks_total`.
     pub(crate) fallbacks: Arc<Count>,
     /// `edgegate_rate_limit_remembered_refusals_total`.
@@ -108,11 +121,7 @@ impl SharedLimit {
             prefix: prefix.into_bytes(),
         })
         .map_err(|e| error(field, SetupError::Store(e)))?;
-        let labels = |error: Option<&str>| {
-            let mut labels = vec![("policy", name.to_owned())];
-            labels.extend(error.map(|e| ("error", e.to_owned())));
-            labels
-        };
+        let labels = vec![("policy", name.to_owned())];
         Ok(Self {
             name: name.to_owned(),
             store,
@@ -124,10 +133,9 @@ impl SharedLimit {
             logged_at: AtomicU64::new(0),
             unlogged: AtomicU64::new(0),
             epoch: Instant::now(),
-            errors: ["timeout", "unavailable", "skipped"]
-                .map(|e| counter("edgegate_rate_limit_redis_errors_total", labels(Some(e)))),
-            fallbacks: counter("edgegate_rate_limit_local_fallbacks_total", labels(None)),
-            remembered: counter("edgegate_rate_limit_remembered_refusals_total", labels(None)),
+            errors: CountsBy::new("edgegate_rate_limit_redis_errors_total", &labels),
+            fallbacks: counter("edgegate_rate_limit_local_fallbacks_total", labels.clone()),
+            remembered: counter("edgegate_rate_limit_remembered_refusals_total", labels),
         })
     }
 
@@ -202,7 +210,7 @@ impl SharedLimit {
     /// Counts a failure, and warns of it unless a warning went out less than [`LOG_EVERY`]
     /// ago.
     fn failed(&self, failure: Failure, error: Option<&KvError>) -> Failure {
-        self.errors[failure as usize].increment(1);
+        self.errors.increment(failure);
         let now = self.now();
         let last = self.logged_at.load(Relaxed);
         let due = last == 0 || now >= last + LOG_EVERY.as_millis() as u64;

@@ -25,6 +25,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::config::ShadowConfig;
+use crate::observe::metrics::{CountsBy, LabelValue};
 
 /// The header a shadow copy carries (`1`), so its target can tell it from a real request.
 /// The gateway removes it from every client request: only the gateway sets it.
@@ -44,8 +45,9 @@ pub(crate) enum Outcome {
     Skipped,
 }
 
-impl Outcome {
-    const ALL: [Self; 6] = [
+impl LabelValue for Outcome {
+    const LABEL: &'static str = "outcome";
+    const ALL: &'static [Self] = &[
         Self::Match,
         Self::StatusDiff,
         Self::HeaderDiff,
@@ -54,7 +56,7 @@ impl Outcome {
         Self::Skipped,
     ];
 
-    fn label(self) -> &'static str {
+    fn value(self) -> &'static str {
         match self {
             Self::Match => "match",
             Self::StatusDiff => "status_diff",
@@ -75,7 +77,7 @@ pub(crate) struct Shadow {
     pub(crate) timeout: Duration,
     compare: Vec<HeaderName>,
     places: Arc<Semaphore>,
-    outcomes: [Arc<crate::observe::metrics::Count>; 6],
+    outcomes: CountsBy<Outcome>,
     /// The minute (since the epoch) differences were last logged in, and how many.
     logged: AtomicU64,
 }
@@ -92,10 +94,7 @@ pub(crate) struct Seen {
 
 impl Shadow {
     pub(crate) fn new(config: &ShadowConfig, route: &str) -> Self {
-        let outcomes = Outcome::ALL.map(|o| {
-            let labels = vec![("route", route.to_owned()), ("outcome", o.label().to_owned())];
-            crate::observe::metrics::counter("edgegate_shadow_total", labels)
-        });
+        let outcomes = CountsBy::new("edgegate_shadow_total", &[("route", route.to_owned())]);
         Self {
             route: route.to_owned(),
             // Validated as methods and header names.
@@ -134,7 +133,7 @@ impl Shadow {
     }
 
     pub(crate) fn count(&self, outcome: Outcome) {
-        self.outcomes[outcome as usize].increment(1);
+        self.outcomes.increment(outcome);
     }
 
     /// What an answer shows of `status`, `headers` and the body digest.
@@ -163,7 +162,7 @@ impl Shadow {
             tracing::warn!(
                 route = %self.route,
                 request_id = id,
-                outcome = outcome.label(),
+                outcome = outcome.value(),
                 primary_status = primary.status,
                 shadow_status = shadow.status,
                 "shadow differs from the primary"

@@ -26,6 +26,7 @@ use regex::Regex;
 
 use crate::config::token::Token;
 use crate::config::{SplitConfig, SplitRuleConfig};
+use crate::observe::metrics::LabelValue;
 use crate::route::claims::{ClaimSource, Claims};
 use crate::route::shadow::Shadow;
 
@@ -67,8 +68,11 @@ pub(crate) enum By {
     Random,
 }
 
-impl By {
-    pub(crate) fn label(self) -> &'static str {
+impl LabelValue for By {
+    const LABEL: &'static str = "by";
+    const ALL: &'static [Self] = &[Self::Override, Self::Rule, Self::Sticky, Self::Random];
+
+    fn value(self) -> &'static str {
         match self {
             Self::Override => "override",
             Self::Rule => "rule",
