@@ -237,3 +237,38 @@ fn the_documented_command_line_is_the_one_clap_parses() {
         assert!(block.contains(flag.as_str()), "the global flag {flag} is documented");
     }
 }
+
+/// The words in `text` between `start` and the next `end`, each a subcommand name: backticks,
+/// commas and "and" left out.
+fn listed_commands(text: &str, start: &str, end: &str) -> BTreeSet<String> {
+    let after = text.split(start).nth(1).unwrap_or_else(|| panic!("no `{start}`"));
+    let list = after.split(end).next().unwrap();
+    list.split([',', ' ', '\n', '`'])
+        .filter(|w| !w.is_empty() && *w != "and")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_readme_and_the_architecture_list_the_binary_s_commands() {
+    let read = |page: &str| {
+        std::fs::read_to_string(format!("{}/{page}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let commands = help_of(&[]).commands;
+    assert!(commands.contains("push") && commands.len() > 6, "{commands:?}");
+    let readme = listed_commands(&read("README.md"), "edgegate          the CLI: ", "\n");
+    assert_eq!(readme, commands, "README.md's layout lists the CLI");
+    let architecture = listed_commands(
+        &read("docs/architecture.md"),
+        "one file per subcommand in\n  `src/commands/`: ",
+        " (and the",
+    );
+    assert_eq!(architecture, commands, "docs/architecture.md lists the CLI");
+}
+
+#[test]
+fn a_command_list_is_read_as_its_names() {
+    let text = "the CLI: serve, check, `new` and push\nnext";
+    let listed = listed_commands(text, "the CLI: ", "\n");
+    assert_eq!(listed, ["check", "new", "push", "serve"].map(str::to_owned).into());
+}

@@ -11,6 +11,7 @@ mod connections;
 mod container;
 mod demo;
 mod deploy;
+mod docs;
 mod fleet;
 mod hostile;
 mod image;

@@ -2,9 +2,11 @@
 //!
 //! Each crate root (`src/lib.rs`, `src/main.rs`, `tests/*/main.rs`, `benches/*.rs` …) is
 //! followed through its `mod x;` declarations. A module imports what it names through
-//! `crate::`, `super::`, `self::` or a child's name, in `use` trees and in code. Its own
-//! ancestors do not count (a child naming its parent's items is how Rust nests), and an inline
-//! module (`mod tests { … }`) counts as its file's.
+//! `crate::`, `super::`, `self::` or a child's name, in `use` trees and in code. A name that a
+//! module brings in with a `use` (a `pub use` re-export, most often) is followed to the module
+//! it comes from, so `crate::Gateway` imports `gateway`, not the root. Its own ancestors do not
+//! count (a child naming its parent's items is how Rust nests), and an inline module
+//! (`mod tests { … }`) counts as its file's.
 
 mod tokens;
 
@@ -12,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use tokens::{Tok, lex, use_paths};
+use tokens::{Tok, lex, use_bindings};
 
 /// A module's path inside its crate: `[]` is the root.
 type Module = Vec<String>;
@@ -23,7 +25,13 @@ type Module = Vec<String>;
 struct Graph {
     files: BTreeMap<Module, PathBuf>,
     imports: BTreeMap<Module, BTreeMap<Module, BTreeSet<String>>>,
+    /// The names each file module's own `use` items bind, with the path each was written as.
+    bindings: BTreeMap<(Module, String), Vec<String>>,
 }
+
+/// How many `use` bindings one path is followed through: re-exports of re-exports end long
+/// before, and a `use` that names itself cannot loop.
+const MAX_HOPS: usize = 8;
 
 impl Graph {
     /// The crate whose root file is `root`.
@@ -58,6 +66,13 @@ impl Graph {
             sources.insert(module, toks);
         }
         for (module, toks) in &sources {
+            for (path, name) in module_uses(toks) {
+                if let Some(name) = name {
+                    graph.bindings.insert((module.clone(), name), path);
+                }
+            }
+        }
+        for (module, toks) in &sources {
             for (inline, path) in named_paths(toks) {
                 let mut here = module.clone();
                 here.extend(inline);
@@ -73,8 +88,13 @@ impl Graph {
         graph
     }
 
-    /// The file module `path`, written in module `here` (inline modules included), names.
+    /// The file module `path`, written in module `here` (inline modules included), names, its
+    /// `use` bindings followed.
     fn resolve(&self, here: &[String], path: &[String]) -> Option<Module> {
+        self.resolve_through(here, path, 0)
+    }
+
+    fn resolve_through(&self, here: &[String], path: &[String], hops: usize) -> Option<Module> {
         let (mut full, rest): (Module, &[String]) = match path.first().map(String::as_str) {
             Some("crate") => (Vec::new(), &path[1..]),
             Some("self") => (here.to_vec(), &path[1..]),
@@ -93,7 +113,18 @@ impl Graph {
             None => return None,
         };
         full.extend(rest.iter().cloned());
-        Some(self.file_of(&full))
+        let module = self.file_of(&full);
+        if let Some(name) = full.get(module.len())
+            && let Some(through) = self.bindings.get(&(module.clone(), name.clone()))
+            && hops < MAX_HOPS
+        {
+            let mut path = through.clone();
+            path.extend(full[module.len() + 1..].iter().cloned());
+            if let Some(origin) = self.resolve_through(&module, &path, hops + 1) {
+                return Some(origin);
+            }
+        }
+        Some(module)
     }
 
     /// The longest prefix of `module` that is a file module.
@@ -186,6 +217,29 @@ fn declared_modules(toks: &[Tok]) -> Vec<Vec<String>> {
     out
 }
 
+/// The `use` items of a file module itself (not of its inline modules or function bodies): each
+/// path with the name it binds.
+fn module_uses(toks: &[Tok]) -> Vec<(Vec<String>, Option<String>)> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i] {
+            Tok::Open => depth += 1,
+            Tok::Close => depth = depth.saturating_sub(1),
+            Tok::Ident(kw) if kw == "use" && depth == 0 => {
+                let end =
+                    toks[i..].iter().position(|t| *t == Tok::Semi).map_or(toks.len(), |n| i + n);
+                out.extend(use_bindings(&toks[i + 1..end]));
+                i = end;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Every module path a source names, with the inline modules it is written in.
 fn named_paths(toks: &[Tok]) -> Vec<(Vec<String>, Vec<String>)> {
     let mut out = Vec::new();
@@ -198,7 +252,7 @@ fn named_paths(toks: &[Tok]) -> Vec<(Vec<String>, Vec<String>)> {
             Tok::Ident(kw) if kw == "use" => {
                 let end =
                     toks[i..].iter().position(|t| *t == Tok::Semi).map_or(toks.len(), |n| i + n);
-                for path in use_paths(&toks[i + 1..end]) {
+                for (path, _) in use_bindings(&toks[i + 1..end]) {
                     out.push((inline.to_vec(), path));
                 }
                 skip_to = end;
@@ -338,18 +392,43 @@ fn a_circle_between_siblings_is_found_and_nothing_else_is() {
     assert_eq!(circles, [vec![m("a"), m("b")]], "{}", graph.describe(&circles[0]));
 }
 
-/// The source files of a crate's `src` folder, relative to it, tests left out.
-fn source_files(src: &Path) -> BTreeSet<String> {
+#[test]
+fn a_circle_through_a_re_export_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, src: &str| fs::write(dir.path().join(path), src).unwrap();
+    // `crate::F` is `f::F`, and `crate::G` is `g::Inner` renamed, re-exported by `f` in turn.
+    write("lib.rs", "mod e;\nmod f;\nmod g;\npub use f::{F, G as H};\n");
+    write("e.rs", "use crate::F;\npub struct E;\nfn h() -> crate::H::Item { todo!() }\n");
+    write("f.rs", "pub use crate::g::Inner as G;\npub struct F(crate::e::E);\n");
+    write("g.rs", "pub struct Inner;\nfn f() { use crate::e::E; }\n");
+    let graph = Graph::of_crate(&dir.path().join("lib.rs"));
+    let m = |s: &str| vec![s.to_owned()];
+    let targets =
+        |from: &str| graph.imports.get(&m(from)).map(|t| t.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(targets("e"), Some(vec![m("f"), m("g")]), "through the root, and through f");
+    assert_eq!(targets("g"), Some(vec![m("e")]), "a use in a function body binds nothing");
+    let circles = graph.circles();
+    assert_eq!(circles, [vec![m("e"), m("f"), m("g")]], "{}", graph.describe(&circles[0]));
+}
+
+/// The files of `dir` the map names, relative to it: tests, hidden files and what installers
+/// and runs leave there (`node_modules`, a venv, downloaded binaries, generated secrets) left out.
+fn mapped_files(dir: &Path) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
-    let mut dirs = vec![src.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in fs::read_dir(&dir).unwrap().flatten() {
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(here) = dirs.pop() {
+        for entry in fs::read_dir(&here).unwrap().flatten() {
             let path = entry.path();
-            let relative = path.strip_prefix(src).unwrap().to_string_lossy().into_owned();
-            let test = relative.starts_with("tests") || relative.ends_with("/tests.rs");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let relative = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let left_out = ["node_modules", "venv", "bin", "secrets.env", "__pycache__", "tests"];
+            let test = relative.ends_with("/tests.rs") || relative == "tests.rs";
+            if name.starts_with('.') || left_out.contains(&name.as_str()) || test {
+                continue;
+            }
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") && !test {
+            } else {
                 files.insert(relative);
             }
         }
@@ -357,30 +436,65 @@ fn source_files(src: &Path) -> BTreeSet<String> {
     files
 }
 
-#[test]
-fn the_map_names_every_source_file_and_only_those() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let map = fs::read_to_string(repo.join("docs/map.md")).unwrap();
+/// What each `## … \`folder\`` section of `docs/map.md` names: the backticked names before
+/// each list item's first colon.
+fn map_sections(map: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut named: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut section = None;
     for line in map.lines() {
-        let spans = line.split('`').skip(1).step_by(2);
         if line.starts_with("## ") {
-            section = spans.clone().find(|s| s.ends_with("/src")).map(str::to_owned);
+            section = line.split('`').nth(1).map(str::to_owned);
+            if let Some(folder) = &section {
+                named.entry(folder.clone()).or_default();
+            }
             continue;
         }
-        let Some(src) = &section else { continue };
-        for span in spans.filter(|s| s.ends_with(".rs")) {
-            named.entry(src.clone()).or_default().insert(span.to_owned());
-        }
+        let (Some(folder), Some(item)) = (&section, line.trim_start().strip_prefix("- ")) else {
+            continue;
+        };
+        let names = item.find("`:").map_or(item, |end| &item[..=end]);
+        let spans = names.split('`').skip(1).step_by(2);
+        named.entry(folder.clone()).or_default().extend(spans.map(str::to_owned));
     }
-    let sections: Vec<_> = named.keys().map(String::as_str).collect();
-    assert_eq!(sections, ["crates/bench/src", "crates/host/src", "crates/runtime/src"]);
-    for (src, named) in &named {
-        let files = source_files(&repo.join(src));
+    named
+}
+
+#[test]
+fn the_map_names_every_file_and_only_those() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let named = map_sections(&fs::read_to_string(repo.join("docs/map.md")).unwrap());
+    let mut expected: BTreeSet<String> =
+        ["src", "bench", "tools", "deploy"].map(str::to_owned).into();
+    for entry in fs::read_dir(repo.join("crates")).unwrap().flatten() {
+        expected.insert(format!("crates/{}/src", entry.file_name().to_string_lossy()));
+    }
+    let sections: BTreeSet<String> = named.keys().cloned().collect();
+    assert_eq!(sections, expected, "docs/map.md's sections, against the folders it must map");
+    for (folder, named) in &named {
+        let files = mapped_files(&repo.join(folder));
         let missing: Vec<_> = files.difference(named).collect();
         let stale: Vec<_> = named.difference(&files).collect();
-        assert!(missing.is_empty(), "docs/map.md does not name these files of {src}: {missing:?}");
-        assert!(stale.is_empty(), "docs/map.md names files {src} does not have: {stale:?}");
+        assert!(
+            missing.is_empty(),
+            "docs/map.md does not name these files of {folder}: {missing:?}"
+        );
+        assert!(stale.is_empty(), "docs/map.md names files {folder} does not have: {stale:?}");
     }
+}
+
+#[test]
+fn a_file_the_map_leaves_out_or_names_wrongly_is_found() {
+    let map = "## The x: `x`\n\n- `a.rs`: `not-a-file` after the colon.\n  - `b/c.rs`, `d`.\n";
+    let named = &map_sections(map)["x"];
+    let names: Vec<&str> = named.iter().map(String::as_str).collect();
+    assert_eq!(names, ["a.rs", "b/c.rs", "d"]);
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["a.rs", "b/c.rs", "b/tests.rs", "e", ".hidden", "node_modules/f"] {
+        let path = dir.path().join(file);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, "").unwrap();
+    }
+    let files = mapped_files(dir.path());
+    assert_eq!(files.difference(named).collect::<Vec<_>>(), ["e"], "e is not named");
+    assert_eq!(named.difference(&files).collect::<Vec<_>>(), ["d"], "d does not exist");
 }

@@ -85,3 +85,52 @@ impl TestRequest {
         self.encoded = encoded;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! A [`Request`](crate::Request) as the handler sees it, built with [`TestRequest`].
+
+    use super::TestRequest;
+
+    #[test]
+    fn views_every_part() {
+        let t = TestRequest::new("POST", "/items/7?sort=asc&flag&x=")
+            .header("Host", "api.example.com")
+            .header("Content-Type", "application/json")
+            .header("X-Dup", "one")
+            .header("x-dup", "two")
+            .body(b"{\"a\":1}");
+        let r = t.request();
+        assert_eq!(r.method(), "POST");
+        assert_eq!(r.path(), "/items/7");
+        assert_eq!(r.target(), "/items/7?sort=asc&flag&x=");
+        assert_eq!(r.query(), Some("sort=asc&flag&x="));
+        assert_eq!(r.query_param("sort"), Some("asc"));
+        assert_eq!(r.query_param("flag"), Some(""));
+        assert_eq!(r.query_param("x"), Some(""));
+        assert_eq!(r.query_param("missing"), None);
+        assert_eq!(r.host(), "api.example.com");
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert_eq!(r.header("CONTENT-TYPE"), Some("application/json"));
+        assert_eq!(r.header("x-dup"), Some("one"), "the first value wins");
+        assert_eq!(r.headers().iter().filter(|(n, _)| *n == b"x-dup").count(), 2);
+        assert_eq!(r.body(), b"{\"a\":1}");
+        assert!(!r.is_tls());
+    }
+
+    #[test]
+    fn non_utf8_header_is_only_available_as_bytes() {
+        let t = TestRequest::new("GET", "/").header_bytes("x-bin", &[0xff, 0x00]);
+        let r = t.request();
+        assert_eq!(r.header("x-bin"), None);
+        assert_eq!(r.header_bytes("X-Bin"), Some(&[0xff, 0x00][..]));
+    }
+
+    #[test]
+    fn no_query_means_no_params() {
+        let t = TestRequest::new("GET", "/plain");
+        let r = t.request();
+        assert_eq!(r.query(), None);
+        assert_eq!(r.query_param("a"), None);
+    }
+}

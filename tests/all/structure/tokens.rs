@@ -152,33 +152,47 @@ fn char_end(s: &[char], i: usize) -> Option<usize> {
     (s.get(i + 2) == Some(&'\'')).then_some(i + 3)
 }
 
-/// The paths a `use` tree names (the tokens after `use`, up to its `;`), each as its segments;
-/// `self` inside braces names the prefix itself, and `*` and `as` add nothing.
-pub fn use_paths(tree: &[Tok]) -> Vec<Vec<String>> {
+/// What a `use` tree (the tokens after `use`, up to its `;`) brings in: each path it names, as
+/// its segments, with the name it binds (`as` renames; `self` inside braces binds the prefix's
+/// last segment), or `None` for a glob (`*`), whose names are not known here.
+pub fn use_bindings(tree: &[Tok]) -> Vec<(Vec<String>, Option<String>)> {
     let mut out = Vec::new();
     let mut pos = 0;
     use_tree(tree, &mut pos, &[], &mut out);
     out
 }
 
-fn use_tree(t: &[Tok], pos: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+fn use_tree(
+    t: &[Tok],
+    pos: &mut usize,
+    prefix: &[String],
+    out: &mut Vec<(Vec<String>, Option<String>)>,
+) {
     let mut path = prefix.to_vec();
     if t.get(*pos) == Some(&Tok::Sep) {
         *pos += 1;
     }
+    let mut bound = None;
     loop {
         match t.get(*pos) {
             Some(Tok::Ident(word)) => {
                 if word != "self" || path.is_empty() {
                     path.push(word.clone());
                 }
+                bound = path.last().cloned();
                 *pos += 1;
-                match t.get(*pos) {
-                    Some(Tok::Sep) => {
+                match (t.get(*pos), t.get(*pos + 1)) {
+                    (Some(Tok::Sep), _) => {
                         *pos += 1;
                         continue;
                     }
-                    Some(Tok::Ident(word)) if word == "as" => *pos += 2,
+                    (Some(Tok::Ident(word)), alias) if word == "as" => {
+                        bound = match alias {
+                            Some(Tok::Ident(alias)) if alias != "_" => Some(alias.clone()),
+                            _ => None,
+                        };
+                        *pos += 2;
+                    }
                     _ => {}
                 }
                 break;
@@ -196,12 +210,13 @@ fn use_tree(t: &[Tok], pos: &mut usize, prefix: &[String], out: &mut Vec<Vec<Str
             }
             Some(Tok::Star) => {
                 *pos += 1;
+                bound = None;
                 break;
             }
             _ => break,
         }
     }
-    out.push(path);
+    out.push((path, bound));
 }
 
 #[cfg(test)]
@@ -228,13 +243,21 @@ mod tests {
     }
 
     #[test]
-    fn use_trees_expand_to_every_path() {
-        let tree = lex("{crate::a::{b, c::{self, d as e}, f::*}, super::g as h};");
-        let paths = use_paths(&tree);
-        let paths: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
-        assert_eq!(
-            paths,
-            ["crate::a::b", "crate::a::c", "crate::a::c::d", "crate::a::f", "super::g"]
-        );
+    fn use_trees_expand_to_every_path_and_the_name_it_binds() {
+        let tree = lex("{crate::a::{b, c::{self, d as e}, f::*}, super::g as h, i as _};");
+        let found = use_bindings(&tree);
+        let bindings: Vec<(String, Option<&str>)> =
+            found.iter().map(|(path, bound)| (path.join("::"), bound.as_deref())).collect();
+        let expected = [
+            ("crate::a::b", Some("b")),
+            ("crate::a::c", Some("c")),
+            ("crate::a::c::d", Some("e")),
+            ("crate::a::f", None),
+            ("super::g", Some("h")),
+            ("i", None),
+        ];
+        let expected: Vec<(String, Option<&str>)> =
+            expected.iter().map(|(p, b)| (p.to_string(), *b)).collect();
+        assert_eq!(bindings, expected);
     }
 }

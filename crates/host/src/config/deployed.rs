@@ -15,8 +15,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::deploy::{Owner, Stored};
+use super::deploy::Stored;
 use super::grants::Admission;
+use super::owner::Owner;
 use super::{Config, ConfigError, RouteConfig};
 use crate::route::host_pattern::HostPattern;
 use crate::route::ownership::{Claims, PathClaim};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Config, ConfigError, KvBackend, RouteConfig, duration, optional_duration};
+use super::{Config, ConfigError, KvBackend, duration, optional_duration};
 
 /// `[rate_limits.NAME]`: a rate and a burst, per key, counted in this process or in Redis.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -193,26 +193,27 @@ pub(super) fn validate(
     Ok(())
 }
 
-/// Checks the policies `routes[i]` names: each is configured, named once, and keys on a claim
-/// only if the route verifies a token.
+/// Checks the policies `routes[i]` names (`names`): each is configured, named once, and keys on
+/// a claim only if the route verifies a token (`verifies`).
 pub(super) fn validate_route(
     i: usize,
-    route: &RouteConfig,
+    names: &[String],
+    verifies: bool,
     config: &Config,
     file: &str,
 ) -> Result<(), ConfigError> {
     let at =
         |message: String| Err(ConfigError::at(file, format!("routes[{i}].rate_limits"), message));
-    for (n, name) in route.rate_limits.iter().enumerate() {
+    for (n, name) in names.iter().enumerate() {
         let Some(policy) = config.rate_limits.get(name) else {
             return at(format!("no `[rate_limits.{name}]` is configured"));
         };
-        if route.rate_limits[..n].contains(name) {
+        if names[..n].contains(name) {
             return at(format!("`{name}` is named twice"));
         }
         let claim = policy.key.iter().find(|part| part.starts_with("claim:"));
         if let Some(claim) = claim
-            && route.identity.is_none()
+            && !verifies
         {
             return at(format!(
                 "`{name}` counts by `{claim}`, which only a route with `[routes.identity]` \

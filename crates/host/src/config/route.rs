@@ -102,7 +102,13 @@ pub(super) fn validate(
     if let Some(identity) = &route.identity {
         super::identity::validate(i, identity, config, file)?;
     }
-    super::rate_limit::validate_route(i, route, config, file)?;
+    super::rate_limit::validate_route(
+        i,
+        &route.rate_limits,
+        route.identity.is_some(),
+        config,
+        file,
+    )?;
     if let Some(upstream) = &route.upstream
         && !config.upstreams.contains_key(upstream)
     {

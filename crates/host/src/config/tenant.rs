@@ -18,8 +18,8 @@
 
 use serde::Deserialize;
 
-use super::deploy::Owner;
 use super::grants::{Caps, Grants};
+use super::owner::Owner;
 use super::{Config, ConfigError, Loaded};
 use crate::route::host_pattern::HostPattern;
 use crate::route::ownership::{Claim, Claims, PathClaim};
@@ -120,7 +120,7 @@ pub(super) fn validate(
 ) -> Result<(), ConfigError> {
     let at = format!("tenants.{name}");
     let error = |key: String, message: String| Err(ConfigError::at(file, key, message));
-    if !super::deploy::valid_name(name) {
+    if !super::owner::valid_name(name) {
         return error(
             at,
             "a tenant's name is 1 to 64 of a-z, 0-9, `-` and `_`, starting with a letter or digit"

@@ -348,7 +348,7 @@ impl Body for UpstreamBody {
 mod tests {
     use super::*;
 
-    use crate::tests::header_map as headers;
+    use crate::tests::headers::header_map as headers;
 
     #[test]
     fn hop_by_hop_headers_and_the_ones_connection_names_are_dropped() {

@@ -21,7 +21,8 @@ use bytes::Bytes;
 
 use super::Gateway;
 use super::reload::{ReloadError, Reloaded};
-use crate::config::deploy::{self, is_module_file, module_file, valid_name};
+use crate::config::deploy::{self, is_module_file, module_file};
+use crate::config::valid_name;
 use crate::config::{ConfigError, Loaded, Owner, Stored};
 
 /// What `PUT /workers/NAME` asked for.

@@ -140,7 +140,7 @@ pub(crate) fn key(parts: &[KeyPart], facts: &Facts<'_>) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    use crate::tests::header_map as headers;
+    use crate::tests::headers::header_map as headers;
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()

@@ -17,21 +17,13 @@ use crate::config::Loaded;
 use crate::{ConnInfo, Gateway};
 
 mod forward;
+pub(crate) mod headers;
 mod jwks;
 mod reload;
 mod servers;
 mod split;
 
 const BUILTINS: &[(&str, &[u8])] = edgegate_guests::BUILTIN;
-
-/// A header map of `pairs`, in order (a name may repeat).
-pub(crate) fn header_map(pairs: &[(&str, &str)]) -> http::HeaderMap {
-    let mut map = http::HeaderMap::new();
-    for (name, value) in pairs {
-        map.append(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
-    }
-    map
-}
 
 async fn gateway(extra: &str) -> Gateway {
     let text = format!(
