@@ -60,6 +60,7 @@
 
 #![no_std]
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 

@@ -19,6 +19,9 @@
 //! ```
 
 #![deny(missing_docs)]
+// Only a test asks glibc to return freed memory (`malloc_trim`); the gateway itself needs no
+// `unsafe`.
+#![cfg_attr(not(test), forbid(unsafe_code))]
 
 mod atomic;
 mod capability;

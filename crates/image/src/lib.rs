@@ -11,6 +11,9 @@
 //! Everything here is synchronous and single-threaded: the runtime runs it on its image
 //! threads and charges the CPU time it reports to the request.
 
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
 mod codec;
 mod error;
 mod markers;

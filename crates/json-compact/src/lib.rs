@@ -10,6 +10,8 @@
 //! `core::fmt`, so a module that uses it stays small and the work is linear.
 
 #![no_std]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 

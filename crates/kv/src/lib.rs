@@ -22,6 +22,7 @@
 //! Besides the namespaces, [`RedisStore::gcra`] counts a shared rate limit in Redis ([`Gcra`]).
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod disk;
 mod gcra;

@@ -297,10 +297,8 @@ async fn post(client: &Client, addr: std::net::SocketAddr) -> (StatusCode, Strin
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
-/// This process's resident set, in bytes.
-/// The process's resident memory, after the allocator has returned what it keeps free: the
-/// other tests of this binary run on other threads, and glibc keeps what they freed in their
-/// arenas, which would count against the reloads here.
+/// The process's resident memory, after the allocator has returned what it keeps free (as the
+/// gateway's trim thread does every 10 s): what glibc keeps in its arenas is not the reloads'.
 fn rss() -> u64 {
     // SAFETY: `malloc_trim` only releases free memory; it is safe to call at any time.
     unsafe { libc::malloc_trim(0) };
