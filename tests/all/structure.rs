@@ -27,6 +27,8 @@ struct Graph {
     imports: BTreeMap<Module, BTreeMap<Module, BTreeSet<String>>>,
     /// The names each file module's own `use` items bind, with the path each was written as.
     bindings: BTreeMap<(Module, String), Vec<String>>,
+    /// What each module imports from its ancestors (which circles leave out), with the paths.
+    upward: BTreeMap<Module, BTreeMap<Module, BTreeSet<String>>>,
 }
 
 /// How many `use` bindings one path is followed through: re-exports of re-exports end long
@@ -76,12 +78,16 @@ impl Graph {
             for (inline, path) in named_paths(toks) {
                 let mut here = module.clone();
                 here.extend(inline);
-                if let Some(target) = graph.resolve(&here, &path) {
-                    let ancestor = module.starts_with(&target);
-                    if !ancestor {
-                        let paths = graph.imports.entry(module.clone()).or_default();
-                        paths.entry(target).or_default().insert(path.join("::"));
-                    }
+                if let Some(target) = graph.resolve(&here, &path)
+                    && &target != module
+                {
+                    let edges = if module.starts_with(&target) {
+                        &mut graph.upward
+                    } else {
+                        &mut graph.imports
+                    };
+                    let paths = edges.entry(module.clone()).or_default();
+                    paths.entry(target).or_default().insert(path.join("::"));
                 }
             }
         }
@@ -355,6 +361,60 @@ fn no_crate_imports_its_own_modules_in_a_circle() {
     }
     assert!(modules > 200, "{modules} modules in {} crates", roots.len());
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+/// Imports that run back up: to an ancestor other than the module's own folder (its parent),
+/// or to the crate root. Tests are left out.
+fn imports_from_above(graph: &Graph) -> Vec<String> {
+    let mut found = Vec::new();
+    for (module, targets) in &graph.upward {
+        if module.first().is_some_and(|m| m == "tests") {
+            continue;
+        }
+        for (target, paths) in targets {
+            let parent = &module[..module.len() - 1];
+            if target.is_empty() || target.as_slice() != parent {
+                let paths: Vec<_> = paths.iter().map(String::as_str).collect();
+                found.push(format!(
+                    "{} -> crate::{}: {}",
+                    module.join("::"),
+                    target.join("::"),
+                    paths.join(", ")
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_runtime_imports_nothing_from_above() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/runtime/src/lib.rs");
+    let found = imports_from_above(&Graph::of_crate(&root));
+    assert!(found.is_empty(), "imports running back up in the runtime:\n{}", found.join("\n"));
+    let top: BTreeSet<String> = fs::read_dir(root.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs"))
+        .collect();
+    assert!(top.len() <= 12, "the runtime's top level holds {} files: {top:?}", top.len());
+}
+
+#[test]
+fn an_import_from_the_root_or_a_grandparent_is_found_and_one_from_the_parent_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, src: &str| {
+        let path = dir.path().join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, src).unwrap();
+    };
+    write("lib.rs", "mod a;\npub const TOP: u8 = 1;\n");
+    write("a.rs", "mod b;\npub struct A;\n");
+    write("a/b.rs", "mod c;\nuse super::A;\n");
+    write("a/b/c.rs", "fn f() -> u8 { let _ = crate::a::A; crate::TOP }\n");
+    let found = imports_from_above(&Graph::of_crate(&dir.path().join("lib.rs")));
+    assert_eq!(found, ["a::b::c -> crate::: crate::TOP", "a::b::c -> crate::a: crate::a::A"]);
 }
 
 #[test]

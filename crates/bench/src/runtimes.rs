@@ -76,7 +76,7 @@ pub struct Prepared {
 /// [`OTHER_WORKLOADS_CONFIG`], the bench workers under the policy the other runtimes apply
 /// too. The light workers get a 10 ms CPU budget instead of the default 2 ms: the lab
 /// measures throughput, and on a loaded machine the metering may charge a preempted poll up
-/// to one epoch tick of wall time (crates/runtime/src/cpu.rs), which a 2 ms budget can turn
+/// to one epoch tick of wall time (crates/runtime/src/limits/cpu.rs), which a 2 ms budget can turn
 /// into a false stop. 10 ms is the most a worker may have and still be called without a
 /// fiber, as the default lets echo-json and auth-router be (until 2026-12-06 it was 20 ms).
 const STATIC_JSON_CONFIG: &str = r#"# Written by `edgegate bench`.

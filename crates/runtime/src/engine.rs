@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::compiled::Abi;
-use crate::meter::Shape;
+use crate::code::compiled::Abi;
+use crate::limits::meter::Shape;
 
 /// How the runtime's engine and instance pool are sized.
 #[derive(Debug, Clone)]
@@ -117,8 +117,8 @@ impl Engines {
     pub(crate) fn new(config: &RuntimeConfig) -> wasmtime::Result<Self> {
         let (slots, checks) = (config.max_instances, config.component_bounds_checks);
         Ok(Self {
-            core: new_engine(config, crate::meter::MODULE, 0, BoundsChecks::GuardPages)?,
-            component: new_engine(config, crate::meter::COMPONENT, slots, checks)?,
+            core: new_engine(config, crate::limits::meter::MODULE, 0, BoundsChecks::GuardPages)?,
+            component: new_engine(config, crate::limits::meter::COMPONENT, slots, checks)?,
         })
     }
 

@@ -2,6 +2,8 @@
 //! a guest gets, what it decides, what it cost, and what the store knows of its worker. A
 //! leaf of the runtime: each ABI imports it, and neither imports the other.
 
+pub(crate) mod escape;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,10 +12,10 @@ use bytes::Bytes;
 use edgegate_abi::request::{Headers, RequestParts};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::fetch::Fetcher;
-use crate::keys::Keys;
+use crate::capability::fetch::Fetcher;
+use crate::capability::keys::Keys;
 use crate::limits::Limits;
-use crate::usage::Progress;
+use crate::limits::usage::Progress;
 
 /// A request's id, unique within a gateway process: 16 hex digits in logs and error bodies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -152,7 +154,7 @@ pub(crate) struct WorkerShared {
     /// How it makes outbound requests; `None`: it may make none.
     pub(crate) fetcher: Option<Arc<dyn Fetcher>>,
     /// What its image work may use; `None`: it may do none.
-    pub(crate) image: Option<Arc<crate::image::ImageShared>>,
+    pub(crate) image: Option<Arc<crate::capability::image::ImageShared>>,
     pub(crate) wall_clock: fn() -> std::time::SystemTime,
     /// The epoch ticks a guest must have been seen running at before its CPU budget can stop
     /// it: the budget in ticks, at least 1.

@@ -1,14 +1,21 @@
-//! Per-worker limits.
+//! Per-worker limits, and what holds a request to them: the one meter both ABIs run under
+//! ([`meter`]), the thread's CPU clock ([`cpu`]), what a request used ([`usage`]), and sizes and
+//! durations as configuration writes them ([`units`]).
 //!
 //! Every limit bounds one request, never the process: when a request spends one, that request
 //! ends with a clear error and the next request to the same worker starts from a fresh instance
 //! as if nothing happened. `docs/limits.md` has the same essays for operators.
 
+pub(crate) mod cpu;
+pub(crate) mod meter;
+pub mod units;
+pub(crate) mod usage;
+
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::units::{bytes, duration};
+use crate::limits::units::{bytes, duration};
 
 /// The limits one worker's requests run under. Each field documents what it bounds, its
 /// default, and what happens when it is hit.

@@ -1,63 +1,12 @@
 //! What a guest answers, checked by the rules both ABIs share ([`response`]: the status, the
-//! headers a worker may set, the response size), and the core ABI's outcome decoded from its
-//! bytes ([`decode`]).
+//! headers a worker may set, the response size). The core ABI's outcome is decoded from its
+//! bytes in [`crate::core_abi::outcome`].
 
 use bytes::Bytes;
-use edgegate_abi::outcome::{EditOp, ErrorCode, Outcome as AbiOutcome};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use crate::error::{ExecError, ExecErrorKind};
-use crate::guest::{Forward, GuestOutcome, GuestRequest, HeaderEdit};
 use crate::limits::Limits;
-
-/// The core ABI's outcome in `bytes`, checked; `take_blob` finds a body the host holds.
-pub(crate) fn decode(
-    bytes: &[u8],
-    take_blob: impl FnOnce(u32) -> Option<Bytes>,
-    limits: &Limits,
-) -> Result<GuestOutcome, ExecError> {
-    let abi = |detail: String| ExecError::new(ExecErrorKind::AbiViolation, detail);
-    match AbiOutcome::parse(bytes).map_err(|e| abi(format!("malformed outcome: {e}")))? {
-        AbiOutcome::Response { status, headers, body } => {
-            response(status, headers, limits, body.len(), || Bytes::copy_from_slice(body))
-                .map(GuestOutcome::Response)
-        }
-        AbiOutcome::BlobResponse { status, headers, blob } => {
-            let body = take_blob(blob).ok_or_else(|| {
-                abi(format!("the response's body is blob {blob}, which does not exist"))
-            })?;
-            response(status, headers, limits, body.len(), || body).map(GuestOutcome::Response)
-        }
-        AbiOutcome::Forward { upstream, edits } => {
-            let edits = edits
-                .iter()
-                .map(|(op, name, value)| {
-                    let name = header_name(name)?;
-                    let edit = match op {
-                        EditOp::Remove => return Ok(HeaderEdit::Remove(name)),
-                        EditOp::Set => HeaderEdit::Set,
-                        EditOp::Append => HeaderEdit::Append,
-                    };
-                    connection_header(&name)?;
-                    let value = header_value(&name, value)?;
-                    Ok(edit(name, value))
-                })
-                .collect::<Result<_, ExecError>>()?;
-            Ok(GuestOutcome::Forward(Forward {
-                upstream: upstream.to_owned(),
-                edits,
-                request: GuestRequest::default(),
-            }))
-        }
-        AbiOutcome::Error { code, message } => {
-            let kind = match code {
-                ErrorCode::Unavailable => ExecErrorKind::WorkerUnavailable,
-                ErrorCode::Internal | ErrorCode::BadRequestBuffer => ExecErrorKind::WorkerFailed,
-            };
-            Err(ExecError::new(kind, format!("{code:?}: {message}")))
-        }
-    }
-}
 
 /// Headers a worker may not set, on a response or a forwarded request: they describe the
 /// connection or the message framing, which the gateway owns. A worker that sets one gets
@@ -125,13 +74,13 @@ fn invalid(detail: String) -> ExecError {
     ExecError::new(ExecErrorKind::InvalidResponse, detail)
 }
 
-fn header_name(name: &[u8]) -> Result<HeaderName, ExecError> {
+pub(crate) fn header_name(name: &[u8]) -> Result<HeaderName, ExecError> {
     HeaderName::from_bytes(name)
         .map_err(|_| invalid(format!("bad header name {:?}", String::from_utf8_lossy(name))))
 }
 
 /// Refuses a connection or framing header (see [`CONNECTION_HEADERS`]).
-fn connection_header(name: &HeaderName) -> Result<(), ExecError> {
+pub(crate) fn connection_header(name: &HeaderName) -> Result<(), ExecError> {
     if CONNECTION_HEADERS.contains(name) {
         return Err(invalid(format!("header {name} is the gateway's to set")));
     }
@@ -139,6 +88,6 @@ fn connection_header(name: &HeaderName) -> Result<(), ExecError> {
 }
 
 /// A value with no CR, LF, NUL or other control character but tab (`HeaderValue`'s rule).
-fn header_value(name: &HeaderName, value: &[u8]) -> Result<HeaderValue, ExecError> {
+pub(crate) fn header_value(name: &HeaderName, value: &[u8]) -> Result<HeaderValue, ExecError> {
     HeaderValue::from_bytes(value).map_err(|_| invalid(format!("bad value for header {name}")))
 }

@@ -1,23 +1,24 @@
 //! A module or a component as a worker: checked (it speaks its ABI and fits its limits), and
 //! its code (a pre-instantiation: an `InstancePre`, or a component's `ProxyPre`) loaded now
-//! or by its first request (crate::resident), so each request only instantiates.
+//! or by its first request (crate::code::resident), so each request only instantiates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::Runtime;
-use crate::compiled::ModuleInfo;
-use crate::entry::{Code, Entry};
+use crate::capability::fetch::Fetcher;
+use crate::capability::keys::Keys;
+use crate::code::Digest;
+use crate::code::compiled::ModuleInfo;
+use crate::code::entry::{Code, Entry};
+use crate::code::module_cache::CacheOutcome;
+use crate::code::resident::Resident;
+use crate::code::source::{Source, Stamp};
+use crate::core_abi::request::{self, Target};
 use crate::error::{ExecError, ExecErrorKind, LoadError};
-use crate::fetch::Fetcher;
 use crate::guest::{GuestOutcome, GuestRequest, RequestId, WorkerShared};
-use crate::keys::Keys;
 use crate::limits::Limits;
-use crate::module_cache::CacheOutcome;
-use crate::request::{self, Target};
-use crate::resident::{Digest, Resident};
-use crate::source::{Source, Stamp};
-use crate::usage::Usage;
+use crate::limits::usage::Usage;
+use crate::runtime::Runtime;
 
 /// What to load: a module and the limits and configuration it runs with.
 #[derive(Debug, Clone)]
@@ -44,11 +45,11 @@ pub struct WorkerSpec<'a> {
     /// How the worker's outbound requests are made; `None`: it may make none (`NotGranted`).
     pub fetcher: Option<Arc<dyn Fetcher>>,
     /// What its image work may use; `None`: the image host calls answer `NotGranted`.
-    pub image: Option<crate::ImageGrant>,
+    pub image: Option<crate::capability::image::ImageGrant>,
 }
 
 /// A worker, ready to serve requests: checked, with its code loaded on its first request
-/// (crate::resident). Cheap to clone.
+/// (crate::code::resident). Cheap to clone.
 #[derive(Clone)]
 pub struct Worker {
     inner: Arc<Inner>,
@@ -113,9 +114,9 @@ impl Runtime {
         stamp: Option<Stamp>,
     ) -> Result<(Worker, Code), LoadError> {
         let resident = self.resident();
-        let (compiled, cache) = resident.compiled(wasm, &digest)?;
+        let (compiled, cache) = resident.loader.compiled(wasm, &digest)?;
         let (entry, info) =
-            crate::entry::link(&resident.linkers(), &compiled, Some(wasm), &digest)?;
+            crate::code::entry::link(&resident.loader.linkers(), &compiled, Some(wasm), &digest)?;
         info.fits(&spec.limits, self.config().max_memory)?;
         let worker = Worker::new(self, spec, info, digest, stamp, Checked::Loaded(cache.clone()));
         Ok((worker, Code { entry, cache }))
@@ -149,15 +150,16 @@ impl Runtime {
         let resident = self.resident();
         // A `.cwasm` loads without Cranelift: checking it in full costs little, and says so.
         let precompiled = wasmtime::Engine::detect_precompiled(&wasm).is_some();
-        let abi = crate::compiled::Abi::of(&wasm);
-        if let Some(info) = (!precompiled).then(|| resident.checked(&digest, abi)).flatten() {
+        let abi = crate::code::compiled::Abi::of(&wasm);
+        if let Some(info) = (!precompiled).then(|| resident.loader.checked(&digest, abi)).flatten()
+        {
             info.fits(&spec.limits, max)?;
             return Ok(Worker::new(self, spec, info, digest, stamp, Checked::Recorded));
         }
         let (worker, code) = self.compile_worker(spec, &wasm, digest, stamp)?;
         worker.trial_of(&code).await?;
         if !precompiled {
-            resident.record_checked(&digest, &worker.inner.info);
+            resident.loader.record_checked(&digest, &worker.inner.info);
         }
         resident.keep(digest, code);
         Ok(worker)
@@ -190,7 +192,7 @@ impl Runtime {
 /// `.cwasm`. Checked where a worker's bytes are first read: later reads (after an eviction)
 /// must hash to the same digest, so they are the same bytes.
 fn admit(spec: &WorkerSpec<'_>, wasm: &[u8]) -> Result<(), LoadError> {
-    match crate::compiled::binary_wasm(wasm) {
+    match crate::code::compiled::binary_wasm(wasm) {
         Err(LoadError::NotWasm { native: true }) if spec.native_code => Ok(()),
         checked => checked,
     }
@@ -222,7 +224,10 @@ impl Worker {
             kv: spec.kv,
             fetcher: spec.fetcher,
             image: spec.image.map(|grant| {
-                Arc::new(crate::image::ImageShared::new(grant, runtime.image_threads().clone()))
+                Arc::new(crate::capability::image::ImageShared::new(
+                    grant,
+                    runtime.image_threads().clone(),
+                ))
             }),
             wall_clock: runtime.config().wall_clock,
             cpu_ticks,

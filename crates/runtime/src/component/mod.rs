@@ -61,13 +61,13 @@ pub use provided::provides;
 pub(crate) use state::ComponentState;
 use streamed::Task;
 
-use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind, LoadError};
-use crate::escape::escape_control;
+use crate::guest::escape::escape_control;
 use crate::guest::{GuestOutcome, GuestRequest, RequestId, WorkerShared};
 use crate::limits::Limits;
-use crate::meter::Refused;
-use crate::usage::{Progress, Usage};
+use crate::limits::cpu;
+use crate::limits::meter::Refused;
+use crate::limits::usage::{Progress, Usage};
 
 /// The host side of everything in [`provided::PROVIDED`].
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<ComponentState>> {
@@ -140,7 +140,7 @@ impl Needs {
         let over = |what: &'static str, needed: usize, cap: usize| {
             (needed > cap).then_some(LoadError::ComponentTooLarge { what, needed, cap })
         };
-        let cap = crate::meter::COMPONENT;
+        let cap = crate::limits::meter::COMPONENT;
         match over("core instances", self.instances, cap.instances)
             .or_else(|| over("linear memories", self.memories, cap.memories))
             .or_else(|| over("tables", self.tables, cap.tables))
@@ -345,14 +345,14 @@ async fn call(
     let started = Instant::now();
     let proxy = pre
         .instantiate_async(&mut *store)
-        .instrument(tracing::info_span!(target: crate::SPAN_TARGET, "instantiate"))
+        .instrument(tracing::info_span!(target: crate::span::SPAN_TARGET, "instantiate"))
         .await?;
     progress.instantiate_ns.store(nanos(started.elapsed()), Relaxed);
     let started = Instant::now();
     let result = {
         let handler = proxy.wasi_http_incoming_handler();
         let handle = std::pin::pin!(handler.call_handle(&mut *store, incoming, outparam));
-        let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
+        let span = tracing::info_span!(target: crate::span::SPAN_TARGET, "guest", cpu_us = Empty);
         let (result, cpu) =
             cpu::metered(handle, tick, &progress.cpu_ns).instrument(span.clone()).await;
         span.record("cpu_us", cpu.as_micros() as u64);

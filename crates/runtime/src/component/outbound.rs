@@ -22,8 +22,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::fetch::{FetchError, Fetcher};
-use crate::usage::Progress;
+use crate::capability::fetch::{FetchError, Fetcher};
+use crate::limits::usage::Progress;
 
 /// One request's outbound side: the worker's fetcher and what is left of its caps.
 pub(crate) struct Outbound {

@@ -19,10 +19,10 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::held::{Held, MAX_FIELDS_SIZE, MAX_RANDOM, MAX_RESOURCES};
 use super::outbound::Outbound;
-use crate::cpu;
 use crate::guest::{RequestId, WorkerShared};
-use crate::meter::{Meter, Stop};
-use crate::usage::Progress;
+use crate::limits::cpu;
+use crate::limits::meter::{Meter, Stop};
+use crate::limits::usage::Progress;
 
 /// How much of its stdout and of its stderr a request may write; past it, the stream is
 /// closed to the guest (a write fails; nothing traps).
@@ -81,7 +81,7 @@ impl ComponentState {
             outbound,
             stdout,
             stderr,
-            meter: Meter::new(deadline, crate::meter::COMPONENT, worker.limits.memory)
+            meter: Meter::new(deadline, crate::limits::meter::COMPONENT, worker.limits.memory)
                 .telling(progress.clone()),
             progress,
             held: Held::default(),

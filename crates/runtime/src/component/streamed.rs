@@ -15,7 +15,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::error::{ExecError, ExecErrorKind};
 use crate::guest::RequestId;
-use crate::usage::{Progress, Usage};
+use crate::limits::usage::{Progress, Usage};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

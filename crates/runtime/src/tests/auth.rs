@@ -8,7 +8,7 @@ use edgegate_testkit::{Signer, now};
 use serde_json::json;
 
 use super::*;
-use crate::keys::{Key, KeySet};
+use crate::capability::keys::{Key, KeySet};
 
 /// The claim headers the tests ask for.
 const CLAIM_HEADERS: &str = "sub:x-jwt-sub,scope:x-jwt-scope";
@@ -252,7 +252,7 @@ async fn the_rfc7515_examples_verify_through_the_host_at_a_pinned_clock() {
     let doc: serde_json::Value = serde_json::from_str(edgegate_testkit::VECTORS).unwrap();
     let mut checked = 0;
     for v in doc["vectors"].as_array().unwrap().iter().filter(|v| v["claims"] == true) {
-        let alg = crate::keys::Alg::from_name(v["alg"].as_str().unwrap()).unwrap();
+        let alg = crate::capability::keys::Alg::from_name(v["alg"].as_str().unwrap()).unwrap();
         let key = Key::from_jwk(&v["jwk"], Some(alg), None).unwrap();
         let keys = Keys::new(KeySet::new(vec![key]));
         let token = v["token"].as_str().unwrap();

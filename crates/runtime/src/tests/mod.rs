@@ -350,17 +350,17 @@ fn the_wrong_abi_message_says_what_to_do() {
 fn module_cache_hits_and_rejects_bad_entries() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::open(dir.path().join("modules")).unwrap();
-    let engine = &runtime().resident().engines.core;
+    let engine = &runtime().resident().loader.engines.core;
     let wasm = guests::ECHO_JSON;
 
     let (_, first) =
-        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
+        cache.load_or_compile(engine, wasm, &crate::code::module_cache::sha256(wasm)).unwrap();
     assert_eq!(first, CacheOutcome::Miss);
     let (_, second) =
-        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
+        cache.load_or_compile(engine, wasm, &crate::code::module_cache::sha256(wasm)).unwrap();
     assert_eq!(second, CacheOutcome::Hit);
 
-    let wasm_hash = crate::module_cache::sha256(wasm);
+    let wasm_hash = crate::code::module_cache::sha256(wasm);
     let entry = cache.entry_path(engine, &wasm_hash);
     let mut bytes = std::fs::read(&entry).unwrap();
 
@@ -369,13 +369,13 @@ fn module_cache_hits_and_rejects_bad_entries() {
     bytes[last] ^= 0xff;
     std::fs::write(&entry, &bytes).unwrap();
     let (_, outcome) =
-        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
+        cache.load_or_compile(engine, wasm, &crate::code::module_cache::sha256(wasm)).unwrap();
     assert!(
         matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("checksum")),
         "{outcome:?}"
     );
     assert_eq!(
-        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        cache.load_or_compile(engine, wasm, &crate::code::module_cache::sha256(wasm)).unwrap().1,
         CacheOutcome::Hit
     );
 
@@ -384,13 +384,13 @@ fn module_cache_hits_and_rejects_bad_entries() {
     foreign[16..48].copy_from_slice(&[0; 32]);
     std::fs::write(&entry, &foreign).unwrap();
     let (_, outcome) =
-        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap();
+        cache.load_or_compile(engine, wasm, &crate::code::module_cache::sha256(wasm)).unwrap();
     assert!(matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("another module")));
 
     // Garbage is not an entry.
     std::fs::write(&entry, b"garbage").unwrap();
     assert!(matches!(
-        cache.load_or_compile(engine, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        cache.load_or_compile(engine, wasm, &crate::code::module_cache::sha256(wasm)).unwrap().1,
         CacheOutcome::Rejected(_)
     ));
 }
@@ -399,29 +399,29 @@ fn module_cache_hits_and_rejects_bad_entries() {
 fn an_entry_from_another_engine_configuration_is_never_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::open(dir.path()).unwrap();
-    let ours = &runtime().resident().engines.core;
+    let ours = &runtime().resident().loader.engines.core;
     let mut config = wasmtime::Config::new();
     config.cranelift_opt_level(wasmtime::OptLevel::None);
     let theirs = wasmtime::Engine::new(&config).unwrap();
     let wasm = guests::ECHO_JSON;
-    let hash = crate::module_cache::sha256(wasm);
+    let hash = crate::code::module_cache::sha256(wasm);
 
     // Other settings, other name: a stale entry is not even opened ...
     assert_ne!(cache.entry_path(ours, &hash), cache.entry_path(&theirs, &hash));
     // ... and one planted under our name, checksum and all, is refused by Wasmtime.
     assert_eq!(
-        cache.load_or_compile(&theirs, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        cache.load_or_compile(&theirs, wasm, &crate::code::module_cache::sha256(wasm)).unwrap().1,
         CacheOutcome::Miss
     );
     std::fs::copy(cache.entry_path(&theirs, &hash), cache.entry_path(ours, &hash)).unwrap();
     let (_, outcome) =
-        cache.load_or_compile(ours, wasm, &crate::module_cache::sha256(wasm)).unwrap();
+        cache.load_or_compile(ours, wasm, &crate::code::module_cache::sha256(wasm)).unwrap();
     assert!(
         matches!(outcome, CacheOutcome::Rejected(ref r) if r.contains("wasmtime")),
         "{outcome:?}"
     );
     assert_eq!(
-        cache.load_or_compile(ours, wasm, &crate::module_cache::sha256(wasm)).unwrap().1,
+        cache.load_or_compile(ours, wasm, &crate::code::module_cache::sha256(wasm)).unwrap().1,
         CacheOutcome::Hit
     );
 }

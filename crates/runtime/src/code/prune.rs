@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-use crate::module_cache::hex;
-use crate::resident::Resident;
+use crate::code::module_cache::hex;
+use crate::code::resident::Resident;
 
 /// The least time between the starts of two prunes.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(5);
@@ -40,7 +40,7 @@ impl Pruner {
     /// started within it (one prune then serves every request made meanwhile). Must run
     /// inside a tokio runtime; does nothing without a cache.
     pub(crate) fn request(self: &Arc<Self>) {
-        if self.resident.cache.is_none() {
+        if self.resident.loader.cache.is_none() {
             return;
         }
         let wait = {
@@ -64,7 +64,7 @@ impl Pruner {
             state.pending = false;
             state.last = Some(Instant::now());
         }
-        let Some(cache) = &self.resident.cache else { return };
+        let Some(cache) = &self.resident.loader.cache else { return };
         let keep = self.resident.in_use().iter().map(|digest| hex(digest)).collect();
         match cache.prune(&keep, SystemTime::now()) {
             Ok(pruned) if pruned.removed > 0 => tracing::info!(

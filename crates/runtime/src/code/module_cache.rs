@@ -25,7 +25,7 @@
 //!
 //! Each deployed version of a worker adds an entry, so the cache prunes itself
 //! ([`ModuleCache::prune`], after start-up, then after reloads and deploys at most once per
-//! [`crate::PRUNE_INTERVAL`]): an entry's modification
+//! [`crate::code::prune::PRUNE_INTERVAL`]): an entry's modification
 //! time is set whenever it is loaded, so it says when it was last used, and entries unused for
 //! [`Pruning::max_age`] are removed, then the least recently used ones while the whole is
 //! over [`Pruning::max_size`]. Entries the running configuration uses are never removed, nor
@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime};
 
 use wasmtime::Engine;
 
-use crate::compiled::{Abi, Compiled, ModuleInfo};
+use crate::code::compiled::{Abi, Compiled, ModuleInfo};
 
 const MAGIC: &[u8; 16] = b"edgegate-cwasm-1";
 /// The extension of an entry's check record, beside its `.cwasm`.

@@ -15,7 +15,7 @@ use edgegate_sdk::json::{JsonStr, Value};
 use edgegate_sdk::jwt::{self, Jwt, Validation, Verifier};
 use http::HeaderMap;
 
-use crate::keys::{Alg, KeySet, Keys, VerifyError};
+use crate::capability::keys::{Alg, KeySet, Keys, VerifyError};
 
 impl Verifier for KeySet {
     fn verify(

@@ -4,7 +4,7 @@
 use super::*;
 use edgegate_testkit::check_wycheproof as check;
 
-const VECTORS: &str = include_str!("../../../../testdata/jose/rfc-vectors.json");
+const VECTORS: &str = include_str!("../../../../../testdata/jose/rfc-vectors.json");
 
 fn pem(name: &str) -> String {
     let path = format!("{}/../../testdata/jose/keys/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use wasmtime::Caller;
 
-use crate::request::RequestState;
+use crate::core_abi::request::RequestState;
 
 pub(super) fn clock_monotonic(mut caller: Caller<'_, RequestState>) -> wasmtime::Result<u64> {
     caller.data_mut().charge_hostcall()?;

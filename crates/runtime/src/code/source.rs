@@ -68,11 +68,11 @@ impl Source {
                 (bytes.into(), Some(stamp))
             }
         };
-        let digest = crate::module_cache::sha256(&bytes);
+        let digest = crate::code::module_cache::sha256(&bytes);
         if let Self::Pulled { path, sha256 } = self
             && digest != *sha256
         {
-            let expected = crate::module_cache::hex(sha256);
+            let expected = crate::code::module_cache::hex(sha256);
             return Err(LoadError::NotPulled { path: path.clone(), expected });
         }
         Ok((bytes, digest, stamp))

@@ -22,7 +22,7 @@ use wasmtime::{Caller, Engine, Linker};
 use bytes::Bytes;
 use edgegate_abi::HostError;
 
-use crate::request::{Kept, KeptCall, RequestState};
+use crate::core_abi::request::{Kept, KeptCall, RequestState};
 
 /// A host call's refusal of what the guest asked: returns the [`HostError`]'s code from the
 /// host call, so the guest sees an error and the request goes on.
@@ -57,7 +57,7 @@ macro_rules! guest_try {
 macro_rules! hostcall_span {
     ($class:literal, $call:literal) => {
         tracing::info_span!(
-            target: crate::SPAN_TARGET,
+            target: crate::span::SPAN_TARGET,
             "hostcall",
             otel.name = concat!($class, " ", $call),
             hostcall.class = $class,
@@ -69,7 +69,7 @@ pub(crate) use hostcall_span;
 
 /// The host functions that may wait (for a store, a fetch, the image threads), linked with
 /// `func_wrap_async`: a module importing any of them runs on a fiber so the wait can suspend
-/// it. A module importing none can be called without one (crate::request). [`linker`]
+/// it. A module importing none can be called without one (crate::core_abi::request). [`linker`]
 /// refuses to build if this list and its registrations disagree.
 pub(crate) const ASYNC: [&str; 9] = [
     imports::KV_GET,

@@ -28,19 +28,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lru::LruCache;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{OnceCell, Semaphore};
-use wasmtime::{Engine, Linker};
 
-use crate::compiled::{Abi, Compiled, ModuleInfo};
-use crate::component::ComponentState;
-use crate::engine::Engines;
-use crate::entry::{Code, Linkers};
+use crate::code::Digest;
+use crate::code::compiled::Abi;
+use crate::code::entry::Code;
+use crate::code::loader::Loader;
+use crate::code::source::Source;
 use crate::error::LoadError;
-use crate::module_cache::{CacheOutcome, ModuleCache};
-use crate::request::RequestState;
-use crate::source::Source;
-
-/// A module's sha256.
-pub(crate) type Digest = [u8; 32];
 
 /// The resident set now, and what it has done since the process started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -60,12 +54,10 @@ pub struct ResidentStats {
 /// The outcome of one load, shared by the requests that waited for it.
 type Loaded = Result<Arc<Code>, Arc<LoadError>>;
 
-/// The engines, the linkers and the module cache, and the code they made.
+/// The code in memory, and the loads under way.
 pub(crate) struct Resident {
-    pub(crate) engines: Engines,
-    pub(crate) linker: Linker<RequestState>,
-    pub(crate) component_linker: wasmtime::component::Linker<ComponentState>,
-    pub(crate) cache: Option<ModuleCache>,
+    /// What makes the code: the engines, the linkers and the module cache.
+    pub(crate) loader: Loader,
     lru: Mutex<LruCache<Digest, Arc<Code>>>,
     /// The loads under way, one per module.
     loading: Mutex<HashMap<Digest, Arc<OnceCell<Loaded>>>>,
@@ -90,19 +82,9 @@ fn add(counter: &AtomicU64) {
 }
 
 impl Resident {
-    pub(crate) fn new(
-        engines: Engines,
-        linker: Linker<RequestState>,
-        component_linker: wasmtime::component::Linker<ComponentState>,
-        cache: Option<ModuleCache>,
-        max_resident: NonZeroUsize,
-        load_concurrency: usize,
-    ) -> Self {
+    pub(crate) fn new(loader: Loader, max_resident: NonZeroUsize, load_concurrency: usize) -> Self {
         Self {
-            engines,
-            linker,
-            component_linker,
-            cache,
+            loader,
             lru: Mutex::new(LruCache::new(max_resident)),
             loading: Mutex::default(),
             users: Mutex::default(),
@@ -129,11 +111,6 @@ impl Resident {
             load_failures: read(&self.counters.failures),
             evictions: read(&self.counters.evictions),
         }
-    }
-
-    /// The linkers, for [`crate::entry::link`].
-    pub(crate) fn linkers(&self) -> Linkers<'_> {
-        Linkers { core: &self.linker, component: &self.component_linker }
     }
 
     /// The code of the module `digest` if it is resident, now the most recently used.
@@ -175,8 +152,9 @@ impl Resident {
         let _permit = self.permits.acquire().await.map_err(|_| Arc::new(LoadError::Closed))?;
         let resident = self.clone();
         let loaded = tokio::task::spawn_blocking(move || {
-            let (compiled, cache) = resident.compiled_again(&digest, abi, &source)?;
-            let entry = crate::entry::link(&resident.linkers(), &compiled, None, &digest)?.0;
+            let loader = &resident.loader;
+            let (compiled, cache) = loader.compiled_again(&digest, abi, &source)?;
+            let entry = crate::code::entry::link(&loader.linkers(), &compiled, None, &digest)?.0;
             Ok(Code { entry, cache })
         })
         .await
@@ -195,7 +173,7 @@ impl Resident {
     pub(crate) fn keep(&self, digest: Digest, code: Code) -> Arc<Code> {
         let code = Arc::new(code);
         add(&self.counters.loads);
-        metrics::counter!("edgegate_module_cache_total", "outcome" => self.label(&code.cache))
+        metrics::counter!("edgegate_module_cache_total", "outcome" => self.loader.label(&code.cache))
             .increment(1);
         let mut lru = self.lru();
         if let Some((evicted, _)) = lru.push(digest, code.clone())
@@ -230,72 +208,5 @@ impl Resident {
     /// Whether module `digest` is resident, without making it the most recently used.
     pub(crate) fn contains(&self, digest: &Digest) -> bool {
         self.lru().contains(digest)
-    }
-
-    /// Code for `wasm`, whose sha256 is `digest`: from the module cache, or compiled (and
-    /// stored), or deserialized (a `.cwasm`).
-    pub(crate) fn compiled(
-        &self,
-        wasm: &[u8],
-        digest: &Digest,
-    ) -> Result<(Compiled, CacheOutcome), LoadError> {
-        let abi = Abi::of(wasm);
-        let engine = self.engines.of(abi);
-        if Engine::detect_precompiled(wasm).is_some() {
-            // SAFETY: deserializing runs the artifact's machine code, so it must be a
-            // `precompile_*` output. A `.cwasm` is code the operator deploys, trusted like this
-            // binary (docs/toolchain.md says so); Wasmtime checks its header and refuses one
-            // from another version or with other settings.
-            let compiled = unsafe { Compiled::deserialize(engine, wasm, abi) }
-                .map_err(LoadError::Precompiled)?;
-            return Ok((compiled, CacheOutcome::Precompiled));
-        }
-        match &self.cache {
-            Some(cache) => cache.load_or_compile(engine, wasm, digest),
-            None => Compiled::compile(engine, wasm).map(|c| (c, CacheOutcome::Miss)),
-        }
-        .map_err(LoadError::Compile)
-    }
-
-    /// Code for a module checked before: the cache's entry if it has one (the source is not
-    /// even read), else the source read again, its digest checked, and compiled as any module
-    /// is ([`Resident::compiled`], which says whether a cache entry was refused).
-    fn compiled_again(
-        &self,
-        digest: &Digest,
-        abi: Abi,
-        source: &Source,
-    ) -> Result<(Compiled, CacheOutcome), LoadError> {
-        if let Some(cache) = &self.cache
-            && let Ok(Some(compiled)) = cache.load(self.engines.of(abi), digest, abi)
-        {
-            return Ok((compiled, CacheOutcome::Hit));
-        }
-        let wasm = source.read_again(digest)?;
-        self.compiled(&wasm, digest)
-    }
-
-    /// The `outcome` label of `edgegate_module_cache_total`.
-    fn label(&self, outcome: &CacheOutcome) -> &'static str {
-        match outcome {
-            CacheOutcome::Hit => "hit",
-            CacheOutcome::Miss if self.cache.is_none() => "off",
-            CacheOutcome::Miss => "miss",
-            CacheOutcome::Rejected(_) => "rejected",
-            CacheOutcome::NotStored(_) => "not_stored",
-            CacheOutcome::Precompiled => "precompiled",
-        }
-    }
-
-    /// The check a module of this ABI passed before, recorded in the module cache.
-    pub(crate) fn checked(&self, digest: &Digest, abi: Abi) -> Option<ModuleInfo> {
-        self.cache.as_ref()?.checked(self.engines.of(abi), digest)
-    }
-
-    /// Records that a module passed its full check.
-    pub(crate) fn record_checked(&self, digest: &Digest, info: &ModuleInfo) {
-        if let Some(cache) = &self.cache {
-            cache.record_checked(self.engines.of(info.abi), digest, info);
-        }
     }
 }

@@ -5,7 +5,7 @@ use edgegate_abi::HostError;
 use wasmtime::Caller;
 
 use super::{enter, guest_try, slice_mut};
-use crate::request::RequestState;
+use crate::core_abi::request::RequestState;
 
 pub(super) fn request_head(
     mut caller: Caller<'_, RequestState>,

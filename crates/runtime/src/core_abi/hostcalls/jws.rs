@@ -6,8 +6,8 @@ use edgegate_abi::jws::{Alg, MAX_KID_LEN, NO_KID};
 use wasmtime::Caller;
 
 use super::{enter, guest_try, slice};
-use crate::keys::VerifyError;
-use crate::request::RequestState;
+use crate::capability::keys::VerifyError;
+use crate::core_abi::request::RequestState;
 
 /// A signing input (header and payload, base64url) longer than this is refused: the guest's
 /// token cap is far smaller, so this only bounds what a hostile guest can make the host hash.

@@ -4,7 +4,7 @@ use edgegate_abi::HostError;
 use wasmtime::Caller;
 
 use super::{enter, guest_try, slice, slice_mut};
-use crate::request::RequestState;
+use crate::core_abi::request::RequestState;
 
 /// Keys longer than this cannot be configured, so they are refused without a lookup.
 const MAX_KEY: u32 = 256;

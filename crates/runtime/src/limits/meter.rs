@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, Trap, UpdateDeadline};
 
-use crate::cpu;
 use crate::error::{ExecError, ExecErrorKind};
 use crate::limits::Limits;
-use crate::usage::Progress;
+use crate::limits::cpu;
+use crate::limits::usage::Progress;
 
 /// How many core instances, tables and memories one store may have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,9 +11,9 @@ use tracing::Instrument;
 use wasmtime::Caller;
 
 use super::{enter, guest_try, hostcall_span, slice, slice_mut};
-use crate::escape::escape_control;
-use crate::meter::Stop;
-use crate::request::RequestState;
+use crate::core_abi::request::RequestState;
+use crate::guest::escape::escape_control;
+use crate::limits::meter::Stop;
 
 /// What the guest gets for a picture the host refused.
 fn host_error(error: &Error) -> HostError {

@@ -6,11 +6,11 @@ use edgegate_abi::{ABI_VERSION, EXPORT_HANDLE, EXPORT_MEMORY};
 use wasmtime::{ExternType, InstancePre, Linker, Module, ModuleExport, ValType};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
-use crate::compiled::{Abi, Compiled, ModuleInfo};
+use crate::code::compiled::{Abi, Compiled, ModuleInfo};
+use crate::code::module_cache::CacheOutcome;
 use crate::component::ComponentState;
+use crate::core_abi::request::RequestState;
 use crate::error::LoadError;
-use crate::module_cache::CacheOutcome;
-use crate::request::RequestState;
 
 /// The linkers of both ABIs.
 pub(crate) struct Linkers<'a> {
@@ -28,7 +28,7 @@ pub(crate) struct Code {
 /// How a request enters a worker.
 pub(crate) enum Entry {
     /// A core module's `edgegate_v1_handle`. `waits`: whether it imports a host function
-    /// that may wait (`crate::hostcalls::ASYNC`), so that its calls need a fiber.
+    /// that may wait (`crate::core_abi::hostcalls::ASYNC`), so that its calls need a fiber.
     Core { pre: InstancePre<RequestState>, handle: ModuleExport, memory: ModuleExport, waits: bool },
     /// A component's `wasi:http/incoming-handler`.
     Component(ProxyPre<ComponentState>),
@@ -42,7 +42,7 @@ pub(crate) fn link(
     wasm: Option<&[u8]>,
     digest: &[u8; 32],
 ) -> Result<(Entry, ModuleInfo), LoadError> {
-    let digest = crate::module_cache::hex(digest);
+    let digest = crate::code::module_cache::hex(digest);
     match compiled {
         Compiled::Module(module) => core_entry(linkers.core, module, digest),
         Compiled::Component(component) => {
@@ -77,7 +77,7 @@ fn core_entry(
     let export = |name| module.get_export_index(name).ok_or(LoadError::NoEntryPoint);
     let handle = export(EXPORT_HANDLE)?;
     let memory = export(EXPORT_MEMORY)?;
-    let waits = module.imports().any(|i| crate::hostcalls::ASYNC.contains(&i.name()));
+    let waits = module.imports().any(|i| crate::core_abi::hostcalls::ASYNC.contains(&i.name()));
     Ok((Entry::Core { pre, handle, memory, waits }, info))
 }
 

@@ -5,8 +5,8 @@ use edgegate_abi::LogLevel;
 use wasmtime::Caller;
 
 use super::{enter, slice};
-use crate::escape::escape_control;
-use crate::request::RequestState;
+use crate::core_abi::request::RequestState;
+use crate::guest::escape::escape_control;
 
 /// Longer messages are cut to this many bytes.
 const MAX_MESSAGE: u32 = 1024;

@@ -1,4 +1,4 @@
-//! `fetch_start` and `fetch_wait`: outbound HTTP through the worker's [`crate::Fetcher`].
+//! `fetch_start` and `fetch_wait`: outbound HTTP through the worker's [`crate::capability::fetch::Fetcher`].
 
 use std::future::Future;
 
@@ -11,9 +11,9 @@ use tracing::Instrument;
 use wasmtime::Caller;
 
 use super::{answer, enter, guest_try, hostcall_span, kept, slice};
-use crate::escape::escape_control;
-use crate::fetch::FetchError;
-use crate::request::{KeptCall, RequestState};
+use crate::capability::fetch::FetchError;
+use crate::core_abi::request::{KeptCall, RequestState};
+use crate::guest::escape::escape_control;
 
 /// Decodes a guest's fetch request.
 fn decode(buf: &[u8]) -> Result<Request<Bytes>, FetchError> {

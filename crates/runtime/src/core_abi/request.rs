@@ -19,14 +19,14 @@ use tracing::Instrument;
 use tracing::field::Empty;
 use wasmtime::{Memory, Store, StoreContextMut, UpdateDeadline};
 
-use crate::cpu;
+use crate::capability::fetch::FetchError;
+use crate::core_abi::outcome;
 use crate::error::{ExecError, ExecErrorKind};
-use crate::fetch::FetchError;
 use crate::guest::{GuestOutcome, GuestRequest, RequestId, WorkerShared};
 use crate::limits::Limits;
-use crate::meter::Meter;
-use crate::outcome;
-use crate::usage::Usage;
+use crate::limits::cpu;
+use crate::limits::meter::Meter;
+use crate::limits::usage::Usage;
 
 /// The per-request state a [`Store`] carries.
 pub(crate) struct RequestState {
@@ -244,7 +244,12 @@ fn new_store(
         fetches: Fetches::default(),
         blobs: Vec::new(),
         offloaded_cpu: Duration::ZERO,
-        meter: Meter::with_yields(deadline, crate::meter::MODULE, shared.limits.memory, fiber),
+        meter: Meter::with_yields(
+            deadline,
+            crate::limits::meter::MODULE,
+            shared.limits.memory,
+            fiber,
+        ),
         usage: Usage::default(),
     };
     let mut store = Store::new(pre.module().engine(), state);
@@ -275,7 +280,7 @@ async fn call_guest(
 ) -> wasmtime::Result<u64> {
     let started = Instant::now();
     let tick = target.shared.epoch_tick;
-    let span = tracing::info_span!(target: crate::SPAN_TARGET, "instantiate");
+    let span = tracing::info_span!(target: crate::span::SPAN_TARGET, "instantiate");
     let instance = if target.fiber {
         target.pre.instantiate_async(&mut *store).instrument(span).await?
     } else {
@@ -303,7 +308,7 @@ async fn call_guest(
     // back while it sat idle).
     let started = Instant::now();
     let result = {
-        let span = tracing::info_span!(target: crate::SPAN_TARGET, "guest", cpu_us = Empty);
+        let span = tracing::info_span!(target: crate::span::SPAN_TARGET, "guest", cpu_us = Empty);
         let (result, cpu) = if target.fiber {
             let call = std::pin::pin!(handle.call_async(&mut *store, request_len));
             cpu::metered(call, tick, cpu_sink).instrument(span.clone()).await

@@ -1,5 +1,5 @@
 //! `jwt_claims`: the request's bearer token verified whole in the host, with the worker's keys
-//! and policy, answering the claims the guest names (crate::token).
+//! and policy, answering the claims the guest names (crate::capability::token).
 
 use edgegate_abi::HostError;
 use edgegate_abi::jws::REFUSED;
@@ -8,7 +8,7 @@ use edgegate_sdk::jwt;
 use wasmtime::Caller;
 
 use super::{answer, guest_try, hostcall_span, kept, memory, slice};
-use crate::request::{KeptCall, RequestState};
+use crate::core_abi::request::{KeptCall, RequestState};
 
 /// A list of claim names longer than this is refused: names are short, and a token's claims
 /// are bounded by its policy's size cap anyway.
@@ -38,7 +38,7 @@ pub(super) fn jwt_claims(
     let keys = guest_try!(&state.worker.keys, HostError::NotGranted);
     let now = (state.worker.wall_clock)();
     let (headers, policy) = (&state.request.headers, &state.worker.jwt);
-    let claims = match crate::token::claims(headers, keys, policy, now, &names) {
+    let claims = match crate::capability::token::claims(headers, keys, policy, now, &names) {
         Ok(claims) => claims.into(),
         Err(jwt::Error::KeysUnavailable) => return Ok(HostError::Unavailable.code()),
         Err(jwt::Error::NotConfigured) => return Ok(HostError::NotGranted.code()),

@@ -4,7 +4,7 @@ use edgegate_abi::HostError;
 use wasmtime::Caller;
 
 use super::{enter, guest_try, slice_mut};
-use crate::request::RequestState;
+use crate::core_abi::request::RequestState;
 
 /// At most this many bytes per call.
 const MAX_BYTES: u32 = 64 << 10;

@@ -20,7 +20,7 @@ use wasmtime::Caller;
 use tracing::Instrument;
 
 use super::{answer, enter, guest_try, hostcall_span, kept, slice, slice_mut};
-use crate::request::{KeptCall, RequestState};
+use crate::core_abi::request::{KeptCall, RequestState};
 
 type HostFuture<'a> = Box<dyn Future<Output = wasmtime::Result<i32>> + Send + 'a>;
 
