@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use tokens::{Tok, lex, use_bindings};
+use tokens::{Binding, Tok, lex, use_bindings};
 
 /// A module's path inside its crate: `[]` is the root.
 type Module = Vec<String>;
@@ -223,9 +223,15 @@ fn declared_modules(toks: &[Tok]) -> Vec<Vec<String>> {
     out
 }
 
+/// The `use` item whose keyword is at `i`: what it binds, and the index of its `;`.
+fn use_item(toks: &[Tok], i: usize) -> (Vec<Binding>, usize) {
+    let end = toks[i..].iter().position(|t| *t == Tok::Semi).map_or(toks.len(), |n| i + n);
+    (use_bindings(&toks[i + 1..end]), end)
+}
+
 /// The `use` items of a file module itself (not of its inline modules or function bodies): each
 /// path with the name it binds.
-fn module_uses(toks: &[Tok]) -> Vec<(Vec<String>, Option<String>)> {
+fn module_uses(toks: &[Tok]) -> Vec<Binding> {
     let mut out = Vec::new();
     let mut depth = 0usize;
     let mut i = 0;
@@ -234,9 +240,8 @@ fn module_uses(toks: &[Tok]) -> Vec<(Vec<String>, Option<String>)> {
             Tok::Open => depth += 1,
             Tok::Close => depth = depth.saturating_sub(1),
             Tok::Ident(kw) if kw == "use" && depth == 0 => {
-                let end =
-                    toks[i..].iter().position(|t| *t == Tok::Semi).map_or(toks.len(), |n| i + n);
-                out.extend(use_bindings(&toks[i + 1..end]));
+                let (bindings, end) = use_item(toks, i);
+                out.extend(bindings);
                 i = end;
             }
             _ => {}
@@ -256,9 +261,8 @@ fn named_paths(toks: &[Tok]) -> Vec<(Vec<String>, Vec<String>)> {
         }
         match &toks[i] {
             Tok::Ident(kw) if kw == "use" => {
-                let end =
-                    toks[i..].iter().position(|t| *t == Tok::Semi).map_or(toks.len(), |n| i + n);
-                for (path, _) in use_bindings(&toks[i + 1..end]) {
+                let (bindings, end) = use_item(toks, i);
+                for (path, _) in bindings {
                     out.push((inline.to_vec(), path));
                 }
                 skip_to = end;
@@ -363,6 +367,13 @@ fn no_crate_imports_its_own_modules_in_a_circle() {
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
 }
 
+/// Writes `src` to `path` under `dir`, making its folders.
+fn write_file(dir: &Path, path: &str, src: &str) {
+    let path = dir.join(path);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, src).unwrap();
+}
+
 /// Imports that run back up: to an ancestor other than the module's own folder (its parent),
 /// or to the crate root. Tests are left out.
 fn imports_from_above(graph: &Graph) -> Vec<String> {
@@ -404,11 +415,7 @@ fn the_runtime_imports_nothing_from_above() {
 #[test]
 fn an_import_from_the_root_or_a_grandparent_is_found_and_one_from_the_parent_is_not() {
     let dir = tempfile::tempdir().unwrap();
-    let write = |path: &str, src: &str| {
-        let path = dir.path().join(path);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, src).unwrap();
-    };
+    let write = |path: &str, src: &str| write_file(dir.path(), path, src);
     write("lib.rs", "mod a;\npub const TOP: u8 = 1;\n");
     write("a.rs", "mod b;\npub struct A;\n");
     write("a/b.rs", "mod c;\nuse super::A;\n");
@@ -420,11 +427,7 @@ fn an_import_from_the_root_or_a_grandparent_is_found_and_one_from_the_parent_is_
 #[test]
 fn a_circle_between_siblings_is_found_and_nothing_else_is() {
     let dir = tempfile::tempdir().unwrap();
-    let write = |path: &str, src: &str| {
-        let path = dir.path().join(path);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, src).unwrap();
-    };
+    let write = |path: &str, src: &str| write_file(dir.path(), path, src);
     write("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\npub use a::A;\n");
     write("a.rs", "mod inner;\nuse crate::b::{self, B};\npub struct A;\n");
     write("a/inner.rs", "use super::super::d::D;\nuse super::A;\n");
@@ -455,7 +458,7 @@ fn a_circle_between_siblings_is_found_and_nothing_else_is() {
 #[test]
 fn a_circle_through_a_re_export_is_found() {
     let dir = tempfile::tempdir().unwrap();
-    let write = |path: &str, src: &str| fs::write(dir.path().join(path), src).unwrap();
+    let write = |path: &str, src: &str| write_file(dir.path(), path, src);
     // `crate::F` is `f::F`, and `crate::G` is `g::Inner` renamed, re-exported by `f` in turn.
     write("lib.rs", "mod e;\nmod f;\nmod g;\npub use f::{F, G as H};\n");
     write("e.rs", "use crate::F;\npub struct E;\nfn h() -> crate::H::Item { todo!() }\n");
@@ -481,9 +484,9 @@ fn mapped_files(dir: &Path) -> BTreeSet<String> {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
             let relative = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-            let left_out = ["node_modules", "venv", "bin", "secrets.env", "__pycache__", "tests"];
-            let test = relative.ends_with("/tests.rs") || relative == "tests.rs";
-            if name.starts_with('.') || left_out.contains(&name.as_str()) || test {
+            let left_out =
+                ["node_modules", "venv", "bin", "secrets.env", "__pycache__", "tests", "tests.rs"];
+            if name.starts_with('.') || left_out.contains(&name.as_str()) {
                 continue;
             }
             if path.is_dir() {
@@ -550,9 +553,7 @@ fn a_file_the_map_leaves_out_or_names_wrongly_is_found() {
     assert_eq!(names, ["a.rs", "b/c.rs", "d"]);
     let dir = tempfile::tempdir().unwrap();
     for file in ["a.rs", "b/c.rs", "b/tests.rs", "e", ".hidden", "node_modules/f"] {
-        let path = dir.path().join(file);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, "").unwrap();
+        write_file(dir.path(), file, "");
     }
     let files = mapped_files(dir.path());
     assert_eq!(files.difference(named).collect::<Vec<_>>(), ["e"], "e is not named");

@@ -152,22 +152,20 @@ fn char_end(s: &[char], i: usize) -> Option<usize> {
     (s.get(i + 2) == Some(&'\'')).then_some(i + 3)
 }
 
+/// A path a `use` tree names, as its segments, and the name it binds (`None` for a glob).
+pub type Binding = (Vec<String>, Option<String>);
+
 /// What a `use` tree (the tokens after `use`, up to its `;`) brings in: each path it names, as
 /// its segments, with the name it binds (`as` renames; `self` inside braces binds the prefix's
 /// last segment), or `None` for a glob (`*`), whose names are not known here.
-pub fn use_bindings(tree: &[Tok]) -> Vec<(Vec<String>, Option<String>)> {
+pub fn use_bindings(tree: &[Tok]) -> Vec<Binding> {
     let mut out = Vec::new();
     let mut pos = 0;
     use_tree(tree, &mut pos, &[], &mut out);
     out
 }
 
-fn use_tree(
-    t: &[Tok],
-    pos: &mut usize,
-    prefix: &[String],
-    out: &mut Vec<(Vec<String>, Option<String>)>,
-) {
+fn use_tree(t: &[Tok], pos: &mut usize, prefix: &[String], out: &mut Vec<Binding>) {
     let mut path = prefix.to_vec();
     if t.get(*pos) == Some(&Tok::Sep) {
         *pos += 1;

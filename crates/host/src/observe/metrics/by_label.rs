@@ -1,7 +1,6 @@
 //! Counters of one metric that differ in one label whose values are an enum's variants: a
 //! counter is named by the variant, never by its place in an array.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::series::{Count, Labels};
@@ -19,7 +18,6 @@ pub(crate) trait LabelValue: Copy + 'static {
 /// One counter of a metric per value of `L`.
 pub(crate) struct CountsBy<L> {
     counts: Box<[(L, Arc<Count>)]>,
-    label: PhantomData<fn(L)>,
 }
 
 impl<L: LabelValue + PartialEq> CountsBy<L> {
@@ -33,7 +31,7 @@ impl<L: LabelValue + PartialEq> CountsBy<L> {
                 (value, super::counter(name, labels))
             })
             .collect();
-        Self { counts, label: PhantomData }
+        Self { counts }
     }
 
     /// The counter of `value`.
